@@ -1,0 +1,285 @@
+package main
+
+// barrier.go holds the wire protocol between the parent and its workers and
+// the parent's side of the all-or-nothing startup barrier.
+//
+// The protocol is JSON lines. The parent writes to a worker's stdin: one
+// config message, then, once every worker is prepared, one commit. It writes
+// nothing else; closing stdin is the drain signal. The worker writes to its
+// stdout: prepared, ready, failed (with a reason) and, after a drain, done
+// (with its counters). Logs go to stderr and never mix with the protocol.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// protocolVersion is carried in workerEnv and in the config message, so a
+// worker started from a different build refuses to run instead of
+// misreading the parent.
+const protocolVersion = 1
+
+// workerEnv selects worker mode when set, with the protocol version as its
+// value. An environment variable rather than a flag keeps worker mode out
+// of the user-visible command line.
+const workerEnv = "SERVERY_WORKER_PROTOCOL"
+
+// maxLineBytes bounds one protocol line; a config message carrying a long
+// certificate chain fits comfortably.
+const maxLineBytes = 1 << 20
+
+// Message types, in the order a worker's life uses them.
+const (
+	msgConfig   = "config"   // parent → worker: the runtime to build
+	msgPrepared = "prepared" // worker → parent: built, listener adopted, not accepting
+	msgCommit   = "commit"   // parent → worker: every worker is prepared, start accepting
+	msgReady    = "ready"    // worker → parent: accepting
+	msgFailed   = "failed"   // worker → parent: cannot continue, with a reason
+	msgDone     = "done"     // worker → parent: drained, with counters, about to exit
+)
+
+// message is one protocol line. Type says which other fields matter.
+type message struct {
+	Type    string        `json:"type"`
+	Version int           `json:"version,omitempty"` // config
+	Config  *workerConfig `json:"config,omitempty"`  // config
+	PID     int           `json:"pid,omitempty"`     // prepared
+	Reason  string        `json:"reason,omitempty"`  // failed
+	Stats   *workerStats  `json:"stats,omitempty"`   // done
+}
+
+// workerConfig is what a worker needs to build its runtime.
+type workerConfig struct {
+	Index int `json:"index"`
+	runtimeConfig
+}
+
+// workerStats are a worker's counters, reported in its done message.
+type workerStats struct {
+	Accepted int64 `json:"accepted"` // connections accepted
+	Served   int64 `json:"served"`   // requests answered
+}
+
+// decodeMessage parses one protocol line and checks that it is complete.
+// It is the only place protocol input is decoded, so a malformed line, an
+// unknown type or a version mismatch fails the same way on both sides.
+func decodeMessage(line []byte) (message, error) {
+	var m message
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return message{}, fmt.Errorf("malformed protocol line %.80q: %w", line, err)
+	}
+	if dec.More() {
+		return message{}, fmt.Errorf("malformed protocol line %.80q: trailing data", line)
+	}
+	return m, m.check()
+}
+
+// check reports a message that lacks the fields its type requires.
+func (m message) check() error {
+	switch m.Type {
+	case msgConfig:
+		if m.Version != protocolVersion {
+			return fmt.Errorf("protocol version %d, want %d", m.Version, protocolVersion)
+		}
+		if m.Config == nil {
+			return errors.New("config message without config")
+		}
+	case msgPrepared:
+		if m.PID <= 0 {
+			return errors.New("prepared message without pid")
+		}
+	case msgFailed:
+		if m.Reason == "" {
+			return errors.New("failed message without reason")
+		}
+	case msgDone:
+		if m.Stats == nil {
+			return errors.New("done message without stats")
+		}
+	case msgCommit, msgReady:
+	default:
+		return fmt.Errorf("unknown message type %q", m.Type)
+	}
+	return nil
+}
+
+// lineReader reads protocol messages from one pipe.
+type lineReader struct {
+	sc *bufio.Scanner
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), maxLineBytes)
+	return &lineReader{sc: sc}
+}
+
+// next blocks until a whole line arrives and returns it decoded. It returns
+// io.EOF when the writer has closed its end: for a worker, that the parent
+// asked it to drain or died; for the parent, that the worker is gone.
+func (r *lineReader) next() (message, error) {
+	if !r.sc.Scan() {
+		if err := r.sc.Err(); err != nil {
+			return message{}, fmt.Errorf("read protocol: %w", err)
+		}
+		return message{}, io.EOF
+	}
+	return decodeMessage(r.sc.Bytes())
+}
+
+// lineWriter writes protocol messages to one pipe; it is safe for
+// concurrent use.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// send writes m as one line in a single write, so a reader never sees half
+// of it even if the writer dies mid-way.
+func (w *lineWriter) send(m message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", m.Type, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := w.w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("send %s: %w", m.Type, err)
+	}
+	return nil
+}
+
+// workerError names the worker that broke the barrier or the generation.
+type workerError struct {
+	Index  int
+	PID    int
+	Reason string
+	Err    error // the underlying cause, if any, for errors.Is
+}
+
+func (e *workerError) Error() string {
+	return fmt.Sprintf("worker %d (pid %d): %s", e.Index, e.PID, e.Reason)
+}
+
+func (e *workerError) Unwrap() error { return e.Err }
+
+// errStartupTimeout is wrapped by Start's error when -startup-timeout passes.
+var errStartupTimeout = errors.New("startup timeout")
+
+// barrier runs the two phases of startup: it waits until every worker has
+// reported prepared, sends commit to all of them, and waits until every
+// worker has reported ready. It blocks until that completes or until the
+// first worker fails, exits or misbehaves, the startup timeout passes or
+// ctx is cancelled; the caller then rolls the whole generation back.
+//
+// No worker accepts before commit, and commit is sent only after the whole
+// prepared quorum, so an early worker cannot answer a request while a later
+// one can still fail to build its runtime.
+func (s *Supervisor) barrier(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.StartupTimeout,
+		fmt.Errorf("%w after %v", errStartupTimeout, s.cfg.StartupTimeout))
+	defer cancel()
+	if err := s.await(ctx, stagePrepared); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	s.log.Info("committing", "workers", len(s.procs), "prepared_in", s.since())
+	for _, p := range s.procs {
+		if err := p.send(message{Type: msgCommit}); err != nil {
+			return &workerError{Index: p.index, PID: p.pid, Reason: err.Error(), Err: err}
+		}
+	}
+	if err := s.await(ctx, stageReady); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// await blocks until every worker has reached stage. Any other event, the
+// end of ctx or the startup timeout is returned as an error that names a
+// worker.
+func (s *Supervisor) await(ctx context.Context, want stage) error {
+	pending := len(s.procs)
+	for pending > 0 {
+		select {
+		case ev := <-s.events:
+			if err := ev.advance(want); err != nil {
+				return err
+			}
+			pending--
+			s.log.Info(want.String(), "worker", ev.proc.index, "pid", ev.proc.pid, "after", s.since())
+		case <-ctx.Done():
+			return s.stalled(want, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// stalled builds the error for a barrier that ctx ended: it names the first
+// worker that had not reached want.
+func (s *Supervisor) stalled(want stage, cause error) error {
+	for _, p := range s.procs {
+		if p.stage < want {
+			return &workerError{Index: p.index, PID: p.pid,
+				Reason: fmt.Sprintf("not %s: %v", want, cause), Err: cause}
+		}
+	}
+	return cause
+}
+
+// advance moves the event's worker to want if the event is the message
+// that stage expects from a worker in the stage before it; anything else is
+// that worker's failure.
+func (ev event) advance(want stage) error {
+	p := ev.proc
+	fail := func(reason string, err error) error {
+		return &workerError{Index: p.index, PID: p.pid, Reason: reason, Err: err}
+	}
+	switch {
+	case ev.err != nil:
+		return fail(ev.err.Error(), ev.err)
+	case ev.msg.Type == msgFailed:
+		return fail("failed: "+ev.msg.Reason, nil)
+	case ev.msg.Type != want.message() || p.stage != want-1:
+		return fail(fmt.Sprintf("sent %q while %s", ev.msg.Type, p.stage), errProtocol)
+	}
+	if want == stagePrepared && ev.msg.PID != p.pid {
+		return fail(fmt.Sprintf("prepared with pid %d", ev.msg.PID), errProtocol)
+	}
+	p.stage = want
+	return nil
+}
+
+// errProtocol marks a worker that broke the protocol.
+var errProtocol = errors.New("protocol violation")
+
+// stage is how far a worker has come through startup, as the parent sees it.
+type stage int
+
+const (
+	stageStarted  stage = iota // process started, config sent
+	stagePrepared              // reported prepared
+	stageReady                 // reported ready
+)
+
+func (st stage) String() string {
+	return [...]string{"started", "prepared", "ready"}[st]
+}
+
+// message is the protocol message that moves a worker into st.
+func (st stage) message() string {
+	return [...]string{"", msgPrepared, msgReady}[st]
+}
+
+// since is the time elapsed since the generation started, rounded for logs.
+func (s *Supervisor) since() time.Duration {
+	return time.Since(s.startedAt).Round(100 * time.Microsecond)
+}

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is everything the command line says.
+type config struct {
+	Addr           string
+	Workers        int
+	StartupTimeout time.Duration
+	ForceTimeout   time.Duration
+	TLSCert        string
+	TLSKey         string
+	TLSSelfSigned  bool
+	Runtime        runtimeConfig
+}
+
+// usageError is a configuration problem, named by its flag.
+type usageError struct {
+	flag    string
+	problem string
+}
+
+func (e *usageError) Error() string { return "-" + e.flag + ": " + e.problem }
+
+func bad(name, format string, args ...any) error {
+	return &usageError{flag: name, problem: fmt.Sprintf(format, args...)}
+}
+
+// parseConfig parses and validates args. Help goes to out and returns
+// flag.ErrHelp; every other problem is one error naming the flag.
+func parseConfig(args []string, out io.Writer) (*config, error) {
+	cfg := &config{}
+	fs := newFlagSet(cfg)
+	fs.SetOutput(io.Discard) // one line of our own instead of the usage dump
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fs.Usage()
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags only; see -help)", fs.Arg(0))
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// newFlagSet binds every flag to cfg, with the defaults.
+func newFlagSet(cfg *config) *flag.FlagSet {
+	fs := flag.NewFlagSet("servery", flag.ContinueOnError)
+	rt := &cfg.Runtime
+	rt.CacheBytes = 64 << 20
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen `address`: host:port, [::1]:port or :port")
+	fs.StringVar(&rt.Dir, "dir", ".", "`directory` to serve, read-only")
+	fs.IntVar(&cfg.Workers, "workers", 1, "worker processes; 1 serves in this process (direct mode)")
+	fs.DurationVar(&rt.DrainTimeout, "drain-timeout", 10*time.Second, "stop: time in-flight requests get before survivors are terminated")
+	fs.DurationVar(&cfg.ForceTimeout, "force-timeout", 15*time.Second, "stop: deadline, from the start of the stop, after which survivors are killed; must exceed -drain-timeout")
+	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 30*time.Second, "start: the whole startup barrier must complete within this")
+	fs.IntVar(&rt.MaxConns, "max-conns", 1024, "open connections PER WORKER (N workers: up to N times this); 0 = unlimited")
+	fs.Var((*byteSize)(&rt.CacheBytes), "cache-bytes", "in-memory file cache budget PER WORKER (N workers: up to N times this), bytes or a suffix such as 64MiB; 0 disables it")
+	fs.DurationVar(&rt.CacheRevalidate, "cache-revalidate", time.Second, "how old a cached entry may get before a stat checks it again, so an edited file is served fresh within this window; 0 = every request (per worker cache)")
+	fs.DurationVar(&rt.HeaderTimeout, "header-timeout", 10*time.Second, "time a client gets to send its request headers (per connection)")
+	fs.DurationVar(&rt.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open (per connection)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM; needs -tls-key)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "serve HTTPS with this private key `file` (PEM; needs -tls-cert)")
+	fs.BoolVar(&cfg.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with one self-signed identity generated at start, shared by every worker")
+	fs.StringVar(&rt.AccessLog, "access-log", "", "log requests: - for stderr, or a file `path` (a file only with -workers 1)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: servery [flags]\n\nServes -dir over HTTP(S) from one process or from -workers processes sharing one listener.\nEvery limit and cache is per worker process: with N workers, totals are N times the value.\n\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// validate checks the whole configuration before anything is bound or
+// started, and loads the TLS pair so a bad one is a usage error.
+func (cfg *config) validate() error {
+	rt := &cfg.Runtime
+	checks := []func() error{
+		func() error { return checkDir(rt.Dir) },
+		cfg.checkWorkers,
+		func() error { return checkAddr(cfg.Addr) },
+		cfg.checkDurations,
+		func() error {
+			if rt.MaxConns < 0 {
+				return bad("max-conns", "must not be negative, got %d", rt.MaxConns)
+			}
+			return nil
+		},
+		cfg.checkTLS,
+		cfg.checkAccessLog,
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkDir requires a readable directory.
+func checkDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return bad("dir", "%v", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return bad("dir", "%v", err)
+	}
+	if !info.IsDir() {
+		return bad("dir", "%s is not a directory", dir)
+	}
+	if _, err := f.Readdirnames(1); err != nil && err != io.EOF {
+		return bad("dir", "cannot read %s: %v", dir, err)
+	}
+	return nil
+}
+
+func (cfg *config) checkWorkers() error {
+	switch {
+	case cfg.Workers < 1:
+		return bad("workers", "must be at least 1, got %d", cfg.Workers)
+	case cfg.Workers > 1 && !multiWorker:
+		return bad("workers", "more than 1 needs Unix: this platform cannot pass a listener to a child process")
+	}
+	return nil
+}
+
+// checkAddr requires host:port with a numeric port and a host that is
+// empty, an IP address or a name.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return bad("addr", "%q: %v", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return bad("addr", "%q: port must be a number from 0 to 65535", addr)
+	}
+	if strings.ContainsAny(host, " /%") {
+		return bad("addr", "%q: invalid host", addr)
+	}
+	return nil
+}
+
+func (cfg *config) checkDurations() error {
+	rt := &cfg.Runtime
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"drain-timeout", rt.DrainTimeout}, {"force-timeout", cfg.ForceTimeout},
+		{"cache-revalidate", rt.CacheRevalidate},
+	} {
+		if d.v < 0 {
+			return bad(d.name, "must not be negative, got %v", d.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"startup-timeout", cfg.StartupTimeout}, {"header-timeout", rt.HeaderTimeout}, {"idle-timeout", rt.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			return bad(d.name, "must be positive, got %v", d.v)
+		}
+	}
+	if cfg.ForceTimeout <= rt.DrainTimeout {
+		return bad("force-timeout", "%v must exceed -drain-timeout %v", cfg.ForceTimeout, rt.DrainTimeout)
+	}
+	return nil
+}
+
+// checkTLS requires both files or neither, not with -tls-self-signed, and
+// a pair that loads and matches.
+func (cfg *config) checkTLS() error {
+	switch {
+	case (cfg.TLSCert == "") != (cfg.TLSKey == ""):
+		if cfg.TLSCert == "" {
+			return bad("tls-cert", "missing: -tls-key needs -tls-cert")
+		}
+		return bad("tls-key", "missing: -tls-cert needs -tls-key")
+	case cfg.TLSSelfSigned && cfg.TLSCert != "":
+		return bad("tls-self-signed", "cannot be combined with -tls-cert/-tls-key")
+	case cfg.TLSCert == "":
+		return nil
+	}
+	id, err := loadTLSIdentity(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return bad("tls-cert", "%v", err)
+	}
+	cfg.Runtime.TLS = id
+	return nil
+}
+
+func (cfg *config) checkAccessLog() error {
+	if cfg.Runtime.AccessLog != "" && cfg.Runtime.AccessLog != "-" && cfg.Workers > 1 {
+		return bad("access-log", "a file needs -workers 1 (workers would share it without an owner); use - for stderr")
+	}
+	return nil
+}
+
+// makeIdentity generates the self-signed identity when asked, once, in the
+// parent, so every worker presents the same certificate.
+func (cfg *config) makeIdentity(log *slog.Logger) error {
+	if cfg.TLSSelfSigned {
+		host, _, _ := net.SplitHostPort(cfg.Addr)
+		id, err := selfSignedIdentity(host, time.Now())
+		if err != nil {
+			return err
+		}
+		cfg.Runtime.TLS = id
+	}
+	if cfg.Runtime.TLS == nil {
+		return nil
+	}
+	fp, err := cfg.Runtime.TLS.fingerprint()
+	if err != nil {
+		return err
+	}
+	log.Info("tls identity", "self_signed", cfg.TLSSelfSigned, "sha256", fp)
+	return nil
+}
+
+// supervisor returns the supervisor's part of the configuration.
+func (cfg *config) supervisor() supervisorConfig {
+	return supervisorConfig{
+		Workers:        cfg.Workers,
+		StartupTimeout: cfg.StartupTimeout,
+		DrainTimeout:   cfg.Runtime.DrainTimeout,
+		ForceTimeout:   cfg.ForceTimeout,
+		Runtime:        cfg.Runtime,
+	}
+}
+
+// url is where the server answers, for the ready log line.
+func (cfg *config) url(ln net.Listener) string {
+	scheme := "http"
+	if cfg.Runtime.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + ln.Addr().String() + "/"
+}
+
+// byteSize is a flag.Value for sizes such as 1048576, 512KiB, 64MiB, 1GB.
+type byteSize int64
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+}
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	num, mult := s, int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB, GiB, KB, MB, GB)", s)
+	}
+	if n > 0 && mult > (1<<62)/n {
+		return fmt.Errorf("%q is too large", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
+}

@@ -1,0 +1,154 @@
+package main
+
+// drain.go is the stop path on both sides. A serving runtime (the direct
+// mode's, or a worker's) drains: it stops accepting, lets in-flight
+// requests finish within the drain timeout, then closes what remains. The
+// parent escalates: it closes its listener and every worker's stdin, then
+// terminates survivors at the drain timeout and kills them at the force
+// timeout.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// errDrainCut is returned by drain when connections were still open at the
+// end of the drain and had to be closed.
+var errDrainCut = errors.New("drain cut short")
+
+// drain stops srv gracefully and blocks until it has. The listener closes
+// at once; idle connections close; active ones get until the drain timeout
+// to finish, or until hurry is cancelled (a second signal, or SIGTERM in a
+// worker). Whatever is still open then is closed.
+func (srv *server) drain(hurry context.Context) error {
+	ctx, cancel := context.WithTimeout(hurry, srv.cfg.DrainTimeout)
+	defer cancel()
+	err := srv.http.Shutdown(ctx)
+	if err == nil {
+		return srv.close()
+	}
+	srv.http.Close()
+	srv.close()
+	return fmt.Errorf("%w: %w", errDrainCut, err)
+}
+
+// escalate is the parent's stop: it blocks until every worker is reaped or
+// the final deadline passes, and returns an error naming any worker still
+// alive then. The deadlines are measured from began. drain is how long
+// workers get to finish on their own; a closed s.hurry ends it early.
+//
+// All workers are waited on together, never one after another, so the
+// stop takes as long as the slowest worker, not the sum.
+func (s *Supervisor) escalate(began time.Time, drain time.Duration) error {
+	s.log.Info("stop begun", "workers", len(s.procs), "drain_timeout", drain, "force_timeout", s.cfg.ForceTimeout)
+	// Close the parent's copy first: once every worker has closed its own,
+	// the kernel refuses new connections instead of queueing them for a
+	// listener nobody will accept on.
+	s.ln.Close()
+	for _, p := range s.procs {
+		p.stdin.Close() // EOF is the drain signal
+	}
+	force := s.cfg.ForceTimeout - s.cfg.DrainTimeout + drain
+	stages := []struct {
+		at     time.Duration
+		hurry  <-chan struct{}
+		signal os.Signal
+		action string
+	}{
+		{drain, s.hurry, syscall.SIGTERM, "terminate"},
+		{force, nil, syscall.SIGKILL, "kill"},
+	}
+	for _, st := range stages {
+		if s.waitReaped(began.Add(st.at), st.hurry) {
+			s.sweep()
+			return nil
+		}
+		s.signalSurvivors(st.signal, st.action)
+	}
+	if s.waitReaped(time.Now().Add(finalGrace), nil) {
+		s.sweep()
+		return nil
+	}
+	return s.survivorsError()
+}
+
+// finalGrace is how long the parent waits after SIGKILL before it reports
+// a survivor: the kernel needs a moment to tear a process down.
+const finalGrace = time.Second
+
+// waitReaped blocks until every worker is reaped (true), or until deadline
+// passes or hurry closes (false).
+func (s *Supervisor) waitReaped(deadline time.Time, hurry <-chan struct{}) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for _, p := range s.procs {
+		select {
+		case <-p.exited:
+		case <-timer.C:
+			return false
+		case <-hurry:
+			return false
+		}
+	}
+	return true
+}
+
+// signalSurvivors sends sig to the process group of every worker not yet
+// reaped. Each worker leads its own session, so the signal reaches its
+// descendants too.
+func (s *Supervisor) signalSurvivors(sig os.Signal, action string) {
+	for _, p := range s.survivors() {
+		s.log.Warn("worker outlived deadline", "worker", p.index, "pid", p.pid, "action", action)
+		if err := s.seam.signal(p.pid, sig); err != nil {
+			s.log.Warn("signal failed", "worker", p.index, "pid", p.pid, "signal", sig, "err", err)
+		}
+	}
+}
+
+// survivors returns the workers not yet reaped.
+func (s *Supervisor) survivors() []*workerProc {
+	var alive []*workerProc
+	for _, p := range s.procs {
+		select {
+		case <-p.exited:
+		default:
+			alive = append(alive, p)
+		}
+	}
+	return alive
+}
+
+// survivorsError names every worker still alive after the final deadline.
+func (s *Supervisor) survivorsError() error {
+	var names []string
+	for _, p := range s.survivors() {
+		names = append(names, fmt.Sprintf("worker %d (pid %d)", p.index, p.pid))
+	}
+	return fmt.Errorf("stop: %s survived the kill deadline", strings.Join(names, ", "))
+}
+
+// sweep logs how each reaped worker exited and kills whatever is left in
+// its process group. A static worker starts no children, so anything there
+// is a leak that would otherwise outlive the generation. The kernel does
+// not hand out a pid that still names a live group, and a recycled pid
+// leads a group only if its new owner makes itself a leader, so the signal
+// does not reach an unrelated process.
+func (s *Supervisor) sweep() {
+	for _, p := range s.procs {
+		s.log.Info("worker exited", "worker", p.index, "pid", p.pid, "status", exitStatus(p.status))
+		s.seam.signal(p.pid, syscall.SIGKILL) // ESRCH, the usual answer, means nothing was left
+	}
+}
+
+// exitStatus describes cmd.Wait's result for a log line.
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}

@@ -1,0 +1,3 @@
+module servery
+
+go 1.26

@@ -1,0 +1,58 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// multiWorker reports whether this platform can share a listener with
+// worker processes.
+const multiWorker = true
+
+// newSession makes the worker lead a new session, and so a new process
+// group whose id is its pid: one signal to the group then reaches the
+// worker's descendants as well. It also keeps a terminal's Ctrl-C, which
+// goes to the foreground group, from reaching workers behind the parent's
+// back; the parent alone decides when they stop.
+//
+// Rejected: Pdeathsig. It is Linux-only, fires when the forking thread
+// (not the process) exits, and would kill a worker mid-request; EOF on the
+// liveness pipe gives a drain instead, on every Unix.
+func newSession(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+}
+
+// signalGroup sends sig to the process group led by pid.
+func signalGroup(pid int, sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("signal %v: not a syscall.Signal", sig)
+	}
+	if err := syscall.Kill(-pid, s); err != nil {
+		return fmt.Errorf("signal group %d: %w", pid, err)
+	}
+	return nil
+}
+
+// setNonblock puts the listening socket's shared open file description
+// back in non-blocking mode.
+func setNonblock(ln net.Listener) error {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return fmt.Errorf("listener %T has no descriptor", ln)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), true) }); err != nil {
+		return err
+	}
+	return serr
+}

@@ -1,0 +1,25 @@
+//go:build windows
+
+package main
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+)
+
+// multiWorker is false: os/exec cannot pass ExtraFiles on Windows, so the
+// listener cannot be shared and -workers above 1 is a configuration error.
+const multiWorker = false
+
+var errNoWorkers = errors.New("worker processes are not supported on windows")
+
+// newSession does nothing: Windows has no sessions to lead.
+func newSession(*exec.Cmd) {}
+
+// signalGroup is never reached on Windows, where no worker is started.
+func signalGroup(int, os.Signal) error { return errNoWorkers }
+
+// setNonblock is never reached on Windows, where no worker is started.
+func setNonblock(net.Listener) error { return errNoWorkers }

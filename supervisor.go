@@ -1,0 +1,460 @@
+package main
+
+// supervisor.go is the parent: it keeps the listener, starts one fixed
+// generation of worker processes, watches it, stops it and reaps it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// supervisorConfig is what the parent needs beyond the workers' runtime.
+type supervisorConfig struct {
+	Workers        int
+	StartupTimeout time.Duration
+	DrainTimeout   time.Duration
+	ForceTimeout   time.Duration
+	Runtime        runtimeConfig
+}
+
+// procSeam is how the supervisor starts and signals processes. Tests swap
+// its fields to start the test binary with a fault, or to lose a signal.
+type procSeam struct {
+	// command returns the unstarted command for worker index.
+	command func(index int) (*exec.Cmd, error)
+	// signal sends sig to the process group led by pid.
+	signal func(pid int, sig os.Signal) error
+}
+
+// Supervisor runs one fixed generation of workers sharing one listener.
+//
+// The Supervisor owns the listener it is given and closes it when the
+// generation stops. It owns the write end of each worker's stdin (the
+// liveness pipe) and the read end of each worker's stdout. Workers are never
+// restarted: a worker lost after ready stops the whole generation, and the
+// service manager decides what happens next.
+type Supervisor struct {
+	cfg  supervisorConfig
+	ln   net.Listener
+	log  *slog.Logger
+	seam procSeam
+
+	startedAt time.Time
+	procs     []*workerProc
+	events    chan event // from every worker's reader, in arrival order
+	readers   sync.WaitGroup
+
+	mu       sync.Mutex
+	stopping bool
+	lost     error // the first worker lost after ready
+
+	stopOnce  sync.Once
+	hurryOnce sync.Once
+	hurry     chan struct{} // closed to skip the rest of the drain
+	done      chan struct{} // closed once the generation is reaped and released
+	err       error         // how the generation ended; read after done
+}
+
+// newSupervisor returns a Supervisor for cfg that will serve ln. It starts
+// nothing.
+func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Supervisor {
+	return &Supervisor{
+		cfg:    cfg,
+		ln:     ln,
+		log:    log,
+		seam:   procSeam{command: selfCommand, signal: signalGroup},
+		events: make(chan event),
+		hurry:  make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+}
+
+// selfCommand starts the parent's own executable, so a worker is the same
+// build as its parent, `go run .` included.
+func selfCommand(int) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	return exec.Command(exe), nil
+}
+
+// Start starts the generation and blocks until every worker is ready. If
+// any worker fails, exits or misbehaves first, the startup timeout passes
+// or ctx is cancelled, Start rolls the whole generation back, waits until
+// no worker is left, and returns an error that names the worker. Start is
+// called once; Stop and Wait may be called after it returns.
+func (s *Supervisor) Start(ctx context.Context) error {
+	s.startedAt = time.Now()
+	s.log.Info("generation starting", "workers", s.cfg.Workers, "addr", s.ln.Addr().String())
+	err := s.spawnAll()
+	if err == nil {
+		err = s.barrier(ctx)
+	}
+	if err != nil {
+		s.log.Error("startup failed, rolling back", "err", err)
+		err = fmt.Errorf("start: %w", err)
+		s.beginStop(err, 0)
+		go s.monitor() // the barrier no longer reads events
+		<-s.done
+		return err
+	}
+	s.log.Info("generation ready", "workers", len(s.procs), "ready_in", s.since())
+	go s.monitor()
+	return nil
+}
+
+// Stop stops the generation and blocks until every worker has been reaped
+// and every handle released, or until the final deadline has passed. It
+// closes the listener and every worker's stdin at once, so all workers
+// drain together; survivors are terminated at the drain timeout and killed
+// at the force timeout, both measured from the start of the stop.
+// Cancelling ctx does not abandon the stop: it skips the rest of the drain,
+// so survivors are terminated at once. Stop returns nil only if every
+// worker was reaped and none was lost; it is safe to call more than once
+// and from several goroutines, and each call returns the same result.
+func (s *Supervisor) Stop(ctx context.Context) error {
+	s.beginStop(nil, s.cfg.DrainTimeout)
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.skipDrain()
+		<-s.done
+	}
+	return s.err
+}
+
+// Wait blocks until the generation has ended, by Stop or because a worker
+// was lost, and returns how it ended: nil after a clean Stop.
+func (s *Supervisor) Wait() error {
+	<-s.done
+	return s.err
+}
+
+// pids returns the workers' process ids, in index order.
+func (s *Supervisor) pids() []int {
+	pids := make([]int, len(s.procs))
+	for i, p := range s.procs {
+		pids[i] = p.pid
+	}
+	return pids
+}
+
+// spawnAll starts every worker and sends each its configuration.
+func (s *Supervisor) spawnAll() error {
+	lnFile, err := listenerFile(s.ln)
+	if err != nil {
+		return err
+	}
+	// Every worker holds its own copy from here on; the parent's copy of
+	// the file is only needed while starting them.
+	defer lnFile.Close()
+	for i := range s.cfg.Workers {
+		p, err := s.spawn(i, lnFile)
+		if err != nil {
+			return err
+		}
+		s.procs = append(s.procs, p)
+	}
+	// exec.Cmd.Start calls Fd on every ExtraFiles entry, and Fd puts the
+	// descriptor in blocking mode (Go issue 29277). The mode belongs to the
+	// open file description that the parent and every worker share, so an
+	// accept in any worker could then block a whole thread. Restore it once
+	// every worker is started, before any of them may accept.
+	if err := setNonblock(s.ln); err != nil {
+		return fmt.Errorf("restore non-blocking listener: %w", err)
+	}
+	for _, p := range s.procs {
+		cfg := workerConfig{Index: p.index, runtimeConfig: s.cfg.Runtime}
+		if err := p.send(message{Type: msgConfig, Version: protocolVersion, Config: &cfg}); err != nil {
+			return &workerError{Index: p.index, PID: p.pid, Reason: err.Error(), Err: err}
+		}
+	}
+	return nil
+}
+
+// listenerFile duplicates the listening socket as a file for ExtraFiles.
+// A file, not a descriptor number, because os/exec maps ExtraFiles[0] to
+// fd 3 in the child whatever number it has here.
+func listenerFile(ln net.Listener) (*os.File, error) {
+	fl, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, fmt.Errorf("listener %T cannot be shared", ln)
+	}
+	f, err := fl.File()
+	if err != nil {
+		return nil, fmt.Errorf("share listener: %w", err)
+	}
+	return f, nil
+}
+
+// workerEnviron is the environment a worker starts with: the parent's,
+// less what belongs to the parent alone, plus worker mode and a GOMAXPROCS
+// share unless the user chose one.
+func (s *Supervisor) workerEnviron(base []string) []string {
+	env := make([]string, 0, len(base)+2)
+	for _, kv := range base {
+		if !parentOnlyEnv(kv) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, workerEnv+"="+strconv.Itoa(protocolVersion))
+	if os.Getenv("GOMAXPROCS") == "" {
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(workerProcs(runtime.GOMAXPROCS(0), s.cfg.Workers)))
+	}
+	return env
+}
+
+// workerProcs divides the parent's processors among the workers, at least
+// one each, so N workers do not each run GOMAXPROCS threads on the same
+// cores and contend for them.
+func workerProcs(procs, workers int) int {
+	return max(1, procs/workers)
+}
+
+// parentOnlyEnv reports variables a worker must not inherit: worker mode
+// (set afresh), systemd's socket activation variables (they describe the
+// parent's pid) and NOTIFY_SOCKET (only the main process may notify).
+func parentOnlyEnv(kv string) bool {
+	name, _, _ := strings.Cut(kv, "=")
+	switch name {
+	case workerEnv, "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET":
+		return true
+	}
+	return false
+}
+
+// monitor watches a ready generation: it records each worker's final
+// counters and stops the generation when a worker is lost. It returns when
+// the generation is done.
+func (s *Supervisor) monitor() {
+	for {
+		select {
+		case ev := <-s.events:
+			s.observe(ev)
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// observe handles one event from a ready generation.
+func (s *Supervisor) observe(ev event) {
+	p := ev.proc
+	if ev.err == nil && ev.msg.Type == msgDone {
+		p.setStats(ev.msg.Stats)
+		return
+	}
+	s.mu.Lock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	if stopping {
+		return // the stop path reports each worker's exit
+	}
+	reason := "sent " + ev.msg.Type + " after ready"
+	if ev.err != nil {
+		reason = ev.err.Error()
+	}
+	lost := &workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err}
+	s.log.Error("worker lost", "worker", p.index, "pid", p.pid, "reason", reason)
+	s.beginStop(fmt.Errorf("generation lost %w", lost), s.cfg.DrainTimeout)
+}
+
+// beginStop starts the stop path once; later calls do nothing. cause is
+// the reason the generation ends (nil for a requested stop) and drain how
+// long workers get before they are terminated: 0 for a rollback, whose
+// workers have no requests to finish.
+func (s *Supervisor) beginStop(cause error, drain time.Duration) {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stopping = true
+		s.lost = cause
+		s.mu.Unlock()
+		go s.stop(drain)
+	})
+}
+
+// skipDrain makes a running stop terminate survivors now.
+func (s *Supervisor) skipDrain() {
+	s.hurryOnce.Do(func() { close(s.hurry) })
+}
+
+// stop runs the whole stop path and publishes its result.
+func (s *Supervisor) stop(drain time.Duration) {
+	began := time.Now()
+	err := s.escalate(began, drain)
+	s.release()
+	s.logCounters()
+	s.err = errors.Join(s.lost, err)
+	s.log.Info("generation stopped", "took", time.Since(began).Round(100*time.Microsecond), "clean", s.err == nil)
+	close(s.done)
+}
+
+// release closes every handle the generation still holds once all workers
+// are reaped, and waits for the readers to finish, so nothing lingers until
+// the Supervisor is garbage collected.
+func (s *Supervisor) release() {
+	for _, p := range s.procs {
+		p.stdin.Close()
+		p.stdout.Close() // unblocks a reader held by a descendant's copy
+	}
+	s.readers.Wait()
+}
+
+// logCounters logs each worker's final counters, so an operator sees how
+// connections spread across workers.
+func (s *Supervisor) logCounters() {
+	for _, p := range s.procs {
+		st := p.getStats()
+		if st == nil {
+			s.log.Info("worker counters", "worker", p.index, "pid", p.pid, "reported", false)
+			continue
+		}
+		s.log.Info("worker counters", "worker", p.index, "pid", p.pid,
+			"accepted", st.Accepted, "served", st.Served)
+	}
+}
+
+// workerProc is the parent's handle on one worker process.
+type workerProc struct {
+	index  int
+	pid    int
+	cmd    *exec.Cmd
+	stdin  *os.File // write end of the liveness pipe; only the parent holds it
+	stdout *os.File // read end of the worker's protocol output
+	out    *lineWriter
+	stage  stage         // owned by the barrier
+	exited chan struct{} // closed once the process is reaped
+	status error         // cmd.Wait's result; read after exited
+
+	mu    sync.Mutex
+	stats *workerStats
+}
+
+// event is one thing a worker did: a message, or an error that ends its
+// stream (a bad line, or its exit).
+type event struct {
+	proc *workerProc
+	msg  message
+	err  error
+}
+
+// errExited is wrapped by the event that reports a worker's exit.
+var errExited = errors.New("exited")
+
+// spawn starts worker index with the listener as its fd 3 and starts the
+// goroutines that read its output and reap it.
+func (s *Supervisor) spawn(index int, lnFile *os.File) (*workerProc, error) {
+	cmd, err := s.seam.command(index)
+	if err != nil {
+		return nil, err
+	}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: stdin pipe: %w", index, err)
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, fmt.Errorf("worker %d: stdout pipe: %w", index, err)
+	}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = s.workerEnviron(cmd.Env)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, os.Stderr
+	cmd.ExtraFiles = []*os.File{lnFile}
+	newSession(cmd)
+	err = cmd.Start()
+	// The child has its own copies now. Closing ours leaves the parent as
+	// the only holder of stdin's write end, so the worker reads EOF exactly
+	// when the parent closes it or dies.
+	stdinR.Close()
+	stdoutW.Close()
+	if err != nil {
+		stdinW.Close()
+		stdoutR.Close()
+		return nil, fmt.Errorf("worker %d: start: %w", index, err)
+	}
+	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: stdinW, stdout: stdoutR,
+		out: &lineWriter{w: stdinW}, exited: make(chan struct{})}
+	s.log.Info("worker started", "worker", index, "pid", p.pid)
+	readerDone := make(chan struct{})
+	s.readers.Add(2)
+	go s.read(p, readerDone)
+	go s.reap(p, readerDone)
+	return p, nil
+}
+
+// send writes one message to the worker's stdin.
+func (p *workerProc) send(m message) error { return p.out.send(m) }
+
+// read forwards the worker's messages as events until its stdout ends or
+// carries a line that does not decode.
+func (s *Supervisor) read(p *workerProc, done chan<- struct{}) {
+	defer s.readers.Done()
+	defer close(done)
+	lr := newLineReader(p.stdout)
+	for {
+		m, err := lr.next()
+		if err == io.EOF {
+			return // the exit event from reap ends the stream
+		}
+		if !s.deliver(event{proc: p, msg: m, err: err}) || err != nil {
+			return
+		}
+	}
+}
+
+// reap waits for the worker to exit and reports it as the last event of
+// its stream, after anything it wrote before exiting, so a "failed" reason
+// is not overtaken by the bare exit status.
+func (s *Supervisor) reap(p *workerProc, readerDone <-chan struct{}) {
+	defer s.readers.Done()
+	p.status = p.cmd.Wait()
+	close(p.exited)
+	select {
+	case <-readerDone:
+	case <-time.After(time.Second): // a descendant still holds stdout
+	}
+	status := "status 0"
+	if p.status != nil {
+		status = p.status.Error()
+	}
+	s.deliver(event{proc: p, err: fmt.Errorf("%w: %s", errExited, status)})
+}
+
+// deliver hands ev to whoever watches the generation, or drops it once the
+// generation is done.
+func (s *Supervisor) deliver(ev event) bool {
+	select {
+	case s.events <- ev:
+		return true
+	case <-s.done:
+		return false
+	}
+}
+
+func (p *workerProc) setStats(st *workerStats) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats = st
+}
+
+func (p *workerProc) getStats() *workerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
