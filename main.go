@@ -48,7 +48,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	stop, hurry := watchSignals(log)
 	if err := cfg.makeIdentity(log); err != nil {
 		log.Error("tls", "err", err)
 		return exitFailure
@@ -58,6 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
 		return exitFailure
 	}
+	stop, hurry := watchSignals(log)
 	if cfg.Workers == 1 {
 		return runDirect(cfg, ln, stop, hurry, log)
 	}

@@ -252,10 +252,6 @@ func (s *Supervisor) monitor() {
 // observe handles one event from a ready generation.
 func (s *Supervisor) observe(ev event) {
 	p := ev.proc
-	if ev.err == nil && ev.msg.Type == msgDone {
-		p.setStats(ev.msg.Stats)
-		return
-	}
 	s.mu.Lock()
 	stopping := s.stopping
 	s.mu.Unlock()
@@ -303,11 +299,18 @@ func (s *Supervisor) stop(drain time.Duration) {
 
 // release closes every handle the generation still holds once all workers
 // are reaped, and waits for the readers to finish, so nothing lingers until
-// the Supervisor is garbage collected.
+// the Supervisor is garbage collected. A reader gets a moment to reach EOF
+// first, so a done message still in the pipe is not lost.
 func (s *Supervisor) release() {
+	linger := time.NewTimer(time.Second)
+	defer linger.Stop()
 	for _, p := range s.procs {
 		p.stdin.Close()
-		p.stdout.Close() // unblocks a reader held by a descendant's copy
+		select {
+		case <-p.readerDone:
+		case <-linger.C: // a descendant still holds stdout
+		}
+		p.stdout.Close()
 	}
 	s.readers.Wait()
 }
@@ -334,9 +337,10 @@ type workerProc struct {
 	stdin  *os.File // write end of the liveness pipe; only the parent holds it
 	stdout *os.File // read end of the worker's protocol output
 	out    *lineWriter
-	stage  stage         // owned by the barrier
-	exited chan struct{} // closed once the process is reaped
-	status error         // cmd.Wait's result; read after exited
+	stage      stage         // owned by the barrier
+	exited     chan struct{} // closed once the process is reaped
+	status     error         // cmd.Wait's result; read after exited
+	readerDone chan struct{} // closed once its output is read to the end
 
 	mu    sync.Mutex
 	stats *workerStats
@@ -374,7 +378,10 @@ func (s *Supervisor) spawn(index int, lnFile *os.File) (*workerProc, error) {
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = s.workerEnviron(cmd.Env)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, os.Stderr
+	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr // logs go where the parent's go
+	}
 	cmd.ExtraFiles = []*os.File{lnFile}
 	newSession(cmd)
 	err = cmd.Start()
@@ -389,12 +396,11 @@ func (s *Supervisor) spawn(index int, lnFile *os.File) (*workerProc, error) {
 		return nil, fmt.Errorf("worker %d: start: %w", index, err)
 	}
 	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: stdinW, stdout: stdoutR,
-		out: &lineWriter{w: stdinW}, exited: make(chan struct{})}
+		out: &lineWriter{w: stdinW}, exited: make(chan struct{}), readerDone: make(chan struct{})}
 	s.log.Info("worker started", "worker", index, "pid", p.pid)
-	readerDone := make(chan struct{})
-	s.readers.Add(2)
-	go s.read(p, readerDone)
-	go s.reap(p, readerDone)
+	s.readers.Add(1)
+	go s.read(p)
+	go s.reap(p)
 	return p, nil
 }
 
@@ -402,15 +408,20 @@ func (s *Supervisor) spawn(index int, lnFile *os.File) (*workerProc, error) {
 func (p *workerProc) send(m message) error { return p.out.send(m) }
 
 // read forwards the worker's messages as events until its stdout ends or
-// carries a line that does not decode.
-func (s *Supervisor) read(p *workerProc, done chan<- struct{}) {
+// carries a line that does not decode. It keeps the final counters itself,
+// so they are in place once the readers are done.
+func (s *Supervisor) read(p *workerProc) {
 	defer s.readers.Done()
-	defer close(done)
+	defer close(p.readerDone)
 	lr := newLineReader(p.stdout)
 	for {
 		m, err := lr.next()
 		if err == io.EOF {
 			return // the exit event from reap ends the stream
+		}
+		if err == nil && m.Type == msgDone {
+			p.setStats(m.Stats)
+			continue
 		}
 		if !s.deliver(event{proc: p, msg: m, err: err}) || err != nil {
 			return
@@ -421,12 +432,14 @@ func (s *Supervisor) read(p *workerProc, done chan<- struct{}) {
 // reap waits for the worker to exit and reports it as the last event of
 // its stream, after anything it wrote before exiting, so a "failed" reason
 // is not overtaken by the bare exit status.
-func (s *Supervisor) reap(p *workerProc, readerDone <-chan struct{}) {
-	defer s.readers.Done()
+//
+// reap is not waited for when the generation is released: for a survivor
+// of the kill deadline it may never return.
+func (s *Supervisor) reap(p *workerProc) {
 	p.status = p.cmd.Wait()
 	close(p.exited)
 	select {
-	case <-readerDone:
+	case <-p.readerDone:
 	case <-time.After(time.Second): // a descendant still holds stdout
 	}
 	status := "status 0"

@@ -1,0 +1,165 @@
+package main
+
+// faults_test.go turns the test binary into the processes the tests need,
+// as os/exec's own tests do: TestMain looks at the environment and, when
+// asked, runs a worker (real or faulty), servery's own main, or an idle
+// grandchild instead of the tests.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	faultEnv      = "SERVERY_TEST_FAULT"      // which fault a test worker injects
+	delayEnv      = "SERVERY_TEST_DELAY"      // how long slow faults wait
+	pidFileEnv    = "SERVERY_TEST_PIDFILE"    // where the grandchild fault records its child's pid
+	mainEnv       = "SERVERY_TEST_MAIN"       // run servery's main
+	grandchildEnv = "SERVERY_TEST_GRANDCHILD" // sleep, ignoring SIGTERM
+)
+
+func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv(workerEnv) != "":
+		os.Exit(testWorker(os.Getenv(faultEnv)))
+	case os.Getenv(grandchildEnv) != "":
+		signal.Ignore(syscall.SIGTERM)
+		time.Sleep(time.Hour)
+		os.Exit(0)
+	case os.Getenv(mainEnv) != "":
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// Worker faults, each named after what it does.
+const (
+	faultFail         = "fail"          // reports failed after reading its config
+	faultExit         = "exit"          // exits 3 without a word
+	faultGarbage      = "garbage"       // writes a line that is not the protocol
+	faultHang         = "hang"          // reads nothing and never reports
+	faultSlowPrepared = "slow-prepared" // reports prepared late
+	faultSlowReady    = "slow-ready"    // reports ready late
+	faultStubborn     = "stubborn"      // ignores SIGTERM and the stdin EOF
+	faultGrandchild   = "grandchild"    // stubborn, with a grandchild in its session
+)
+
+// testWorker runs one worker process with fault injected; "" is the real
+// worker, unchanged.
+func testWorker(fault string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("fault", fault)
+	delay := faultDelay()
+	var wio workerIO
+	if fault != faultHang {
+		wio = realWorkerIO(log)
+	}
+	switch fault {
+	case "":
+		return workerEntry(os.Getenv(workerEnv))
+	case faultFail:
+		newLineReader(os.Stdin).next()
+		(&lineWriter{w: os.Stdout}).send(message{Type: msgFailed, Reason: "injected failure"})
+		return 1
+	case faultExit:
+		return 3
+	case faultGarbage:
+		fmt.Println("this is not the protocol")
+		io.Copy(io.Discard, os.Stdin)
+		return 1
+	case faultHang:
+		time.Sleep(time.Hour)
+		return 1
+	case faultSlowPrepared:
+		wio.out = &delayedWriter{w: os.Stdout, match: `"prepared"`, delay: delay}
+	case faultSlowReady:
+		wio.out = &delayedWriter{w: os.Stdout, match: `"ready"`, delay: delay}
+	case faultGrandchild:
+		if err := startGrandchild(); err != nil {
+			log.Error("grandchild", "err", err)
+			return 1
+		}
+		fallthrough
+	case faultStubborn:
+		signal.Ignore(syscall.SIGTERM)
+		wio.term = nil
+		wio.in = endless{os.Stdin}
+	default:
+		log.Error("unknown fault")
+		return 1
+	}
+	return runWorker(wio)
+}
+
+// realWorkerIO is what workerMain would use.
+func realWorkerIO(log *slog.Logger) workerIO {
+	signal.Ignore(syscall.SIGPIPE)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	return workerIO{in: os.Stdin, out: os.Stdout, listener: os.NewFile(3, "listener"), term: term, log: log}
+}
+
+func faultDelay() time.Duration {
+	d, err := time.ParseDuration(os.Getenv(delayEnv))
+	if err != nil {
+		return 500 * time.Millisecond
+	}
+	return d
+}
+
+// startGrandchild starts an idle process in this worker's session and
+// records its pid for the test.
+func startGrandchild() error {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(withoutEnv(os.Environ(), workerEnv), grandchildEnv+"=1")
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return os.WriteFile(os.Getenv(pidFileEnv), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+// withoutEnv drops name from env.
+func withoutEnv(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// delayedWriter holds back any write that contains match for delay.
+type delayedWriter struct {
+	w     io.Writer
+	match string
+	delay time.Duration
+}
+
+func (d *delayedWriter) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte(d.match)) {
+		time.Sleep(d.delay)
+	}
+	return d.w.Write(b)
+}
+
+// endless reads like r until r ends, then blocks for ever: a worker that
+// never notices its parent closed stdin.
+type endless struct{ r io.Reader }
+
+func (e endless) Read(b []byte) (int, error) {
+	n, err := e.r.Read(b)
+	if err == io.EOF {
+		select {}
+	}
+	return n, err
+}

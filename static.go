@@ -1,0 +1,771 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// maxCacheEntryBytes caps the size of a cached file. The real cap is the
+	// smaller of this and an eighth of the cache budget, so one entry (with its
+	// gzip form, at most twice its size) can never take more than a quarter of
+	// the cache. Bigger files stream from disk with sendfile, where holding them
+	// in memory would save little.
+	maxCacheEntryBytes = 1 << 20
+
+	// gzipMinBytes is the smallest file that gets a gzip form. Below it the
+	// 18-byte gzip framing and the client's inflate cost outweigh the saving,
+	// and the response fits in one packet either way.
+	gzipMinBytes = 256
+
+	// maxURLPathBytes bounds the decoded URL path. No file name longer than
+	// Linux's PATH_MAX can be opened anyway, so longer paths are refused before
+	// any cleaning or file system work is spent on them.
+	maxURLPathBytes = 4096
+
+	// entryOverheadBytes is charged to the cache budget for each entry on top of
+	// its body and gzip form: the key, header strings and bookkeeping, so that
+	// many tiny files cannot overrun the budget for free.
+	entryOverheadBytes = 512
+
+	// digestMemoEntries bounds the ETag memo for files too large to cache.
+	digestMemoEntries = 1024
+)
+
+// Header values shared by every response. They are assigned into header maps
+// directly, so they must never be modified in place; code that wants another
+// value replaces the slice, as Header.Set does.
+var (
+	hdrAllow        = []string{"GET, HEAD"}
+	hdrVary         = []string{"Accept-Encoding"}
+	hdrGzip         = []string{"gzip"}
+	hdrAcceptRanges = []string{"bytes"}
+	hdrHTML         = []string{"text/html; charset=utf-8"}
+)
+
+// contentHeaders are the request headers that take a cached file off the hot
+// path and through http.ServeContent, which implements them exactly.
+var contentHeaders = [...]string{"Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"}
+
+// staticOptions configures a staticHandler. Both values are per worker process.
+type staticOptions struct {
+	CacheBytes int64         // in-memory cache budget in bytes; 0 disables the cache
+	Revalidate time.Duration // an entry older than this is checked by a stat; 0 = stat on every request
+}
+
+// staticHandler serves the files below one directory over GET and HEAD. It
+// owns an os.Root for that directory: the root resolves every name one
+// component at a time from the directory's handle and refuses any step, ".."
+// or symlink, that leaves it, so confinement does not rest on URL cleaning
+// alone. Small files are kept in memory with their response headers
+// precomputed. A staticHandler is safe for concurrent use; Close releases the
+// root.
+type staticHandler struct {
+	root       *os.Root
+	revalidate time.Duration
+	maxEntry   int64
+	cache      *staticCache // nil when caching is disabled
+	digests    *digestMemo
+
+	// now is the clock used to age cache entries; tests replace it to move
+	// time without sleeping.
+	now func() time.Time
+}
+
+// newStaticHandler opens dir with os.OpenRoot and returns a handler confined to it.
+func newStaticHandler(dir string, opts staticOptions) (*staticHandler, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open root %s: %w", dir, err)
+	}
+	h := &staticHandler{
+		root:       root,
+		revalidate: max(opts.Revalidate, 0),
+		maxEntry:   min(maxCacheEntryBytes, opts.CacheBytes/8),
+		digests:    &digestMemo{tags: make(map[string]memoTag)},
+		now:        time.Now,
+	}
+	if h.maxEntry > 0 {
+		h.cache = &staticCache{entries: make(map[string]*cacheEntry), budget: opts.CacheBytes}
+	}
+	return h, nil
+}
+
+// Close closes the root. Requests still in flight may fail afterwards.
+func (h *staticHandler) Close() error {
+	return h.root.Close()
+}
+
+// ServeHTTP answers GET and HEAD for files and directories below the root.
+func (h *staticHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header()["Allow"] = hdrAllow
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	key, name, status := resolvePath(r.URL.Path)
+	if status != http.StatusOK {
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	if e := h.cached(key); e != nil {
+		serveEntry(w, r, e)
+		return
+	}
+	h.serveFromDisk(w, r, key, name)
+}
+
+// resolvePath turns a decoded URL path into a cache key and a root-relative
+// file name. The key is the cleaned path but keeps a trailing slash, because
+// "/docs" (a redirect) and "/docs/" (the index) answer differently. status is
+// 200 when the path may be served and otherwise the status to answer with.
+// For a path that is already clean, nothing is allocated.
+func resolvePath(p string) (key, name string, status int) {
+	if len(p) > maxURLPathBytes {
+		return "", "", http.StatusRequestURITooLong
+	}
+	// os.Root on Windows takes a backslash as a separator, and a NUL cannot be
+	// in a file name, so neither gets near the file system on any OS.
+	if strings.ContainsAny(p, "\\\x00") {
+		return "", "", http.StatusNotFound
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	clean := path.Clean(p)
+	if hiddenPath(clean) {
+		return "", "", http.StatusNotFound
+	}
+	if clean == "/" {
+		return "/", ".", http.StatusOK
+	}
+	key = clean
+	if strings.HasSuffix(p, "/") {
+		key = withSlash(p, clean)
+	}
+	return key, clean[1:], http.StatusOK
+}
+
+// withSlash returns clean with a trailing slash, reusing p when it already is
+// exactly that, so the usual "/dir/" request does not allocate.
+func withSlash(p, clean string) string {
+	if len(p) == len(clean)+1 && p[:len(clean)] == clean {
+		return p
+	}
+	return clean + "/"
+}
+
+// hiddenPath reports whether a cleaned path has a segment starting with a dot.
+// Such names are usually private (.git, .env, editor and tool state), so they
+// are never served. /.well-known/ is the one exception, and only as the first
+// segment, because RFC 8615 puts public metadata there.
+func hiddenPath(clean string) bool {
+	if clean == "/.well-known" || strings.HasPrefix(clean, "/.well-known/") {
+		clean = clean[len("/.well-known"):]
+	}
+	// Every segment of a cleaned, rooted path follows a slash.
+	return strings.Contains(clean, "/.")
+}
+
+// cached returns the cache entry for key if there is one and it still matches
+// the file on disk, or nil.
+func (h *staticHandler) cached(key string) *cacheEntry {
+	if h.cache == nil {
+		return nil
+	}
+	e := h.cache.get(key)
+	if e == nil || !h.current(e) {
+		return nil
+	}
+	return e
+}
+
+// current reports whether e may still be served. Within the revalidation
+// window it trusts the entry without touching the disk, which is what makes a
+// hit cheap; past the window, or always when the window is 0, it stats the
+// file.
+func (h *staticHandler) current(e *cacheEntry) bool {
+	if h.revalidate == 0 {
+		return h.unchanged(e)
+	}
+	now := h.now().UnixNano()
+	// A negative age means the wall clock stepped back; revalidate then
+	// rather than trust the entry until the clock catches up.
+	age := now - e.checked.Load()
+	if age >= 0 && age <= int64(h.revalidate) {
+		return true
+	}
+	if !h.unchanged(e) {
+		return false
+	}
+	e.checked.Store(now)
+	return true
+}
+
+// unchanged stats e's file and reports whether it is still the version e
+// holds, dropping e from the cache if the file changed or is gone.
+func (h *staticHandler) unchanged(e *cacheEntry) bool {
+	fi, err := h.root.Stat(e.name)
+	if err != nil || !fi.Mode().IsRegular() || versionOf(fi) != e.version {
+		h.cache.remove(e)
+		return false
+	}
+	return true
+}
+
+// serveFromDisk answers a request the cache could not: it opens the path in
+// the root and serves a directory redirect, index, listing or file.
+func (h *staticHandler) serveFromDisk(w http.ResponseWriter, r *http.Request, key, name string) {
+	f, err := h.root.Open(name)
+	if err != nil {
+		serveOpenError(w, r, err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		serveOpenError(w, r, err)
+		return
+	}
+	wantDir := strings.HasSuffix(key, "/")
+	switch {
+	case fi.IsDir() && !wantDir:
+		redirectToDir(w, r, key)
+	case fi.IsDir():
+		h.serveDir(w, r, key, name, f)
+	case wantDir || !fi.Mode().IsRegular():
+		http.NotFound(w, r)
+	default:
+		h.serveFile(w, r, key, name, f, fi)
+	}
+}
+
+// serveOpenError answers a failed open or stat. A client-chosen path can fail
+// in many ways (missing, ENOTDIR, too long, escaping the root through a
+// symlink); all of them are simply "not found", so no failure tells a client
+// more than that. Only a permission problem is reported as such.
+func serveOpenError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, fs.ErrPermission) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// redirectToDir sends a directory URL that lacks its trailing slash to the
+// slash form, keeping the query, so relative links in the index resolve.
+func redirectToDir(w http.ResponseWriter, r *http.Request, key string) {
+	u := url.URL{Path: key + "/", RawQuery: r.URL.RawQuery}
+	http.Redirect(w, r, u.String(), http.StatusMovedPermanently)
+}
+
+// serveDir serves the directory's index.html if it has a regular one and a
+// listing otherwise. The index is cached under the directory's key.
+func (h *staticHandler) serveDir(w http.ResponseWriter, r *http.Request, key, name string, dir *os.File) {
+	index := path.Join(name, "index.html")
+	if f, err := h.root.Open(index); err == nil {
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			h.serveFile(w, r, key, index, f, fi)
+			return
+		}
+	}
+	h.serveListing(w, r, key, name, dir)
+}
+
+// serveFile serves an open regular file, from a new cache entry when it is
+// small enough and streamed from disk otherwise.
+func (h *staticHandler) serveFile(w http.ResponseWriter, r *http.Request, key, name string, f *os.File, fi fs.FileInfo) {
+	if h.cache == nil || fi.Size() > h.maxEntry {
+		h.serveStream(w, r, name, f, fi)
+		return
+	}
+	e, err := h.loadEntry(key, name, f, fi)
+	if err != nil {
+		http.Error(w, "cannot read file", http.StatusInternalServerError)
+		return
+	}
+	h.cache.add(e)
+	serveEntry(w, r, e)
+}
+
+// serveStream serves a file that is not cached straight from disk;
+// http.ServeContent over the *os.File handles conditionals and ranges and lets
+// net/http use sendfile. Such files are always sent as identity: compressing
+// per request would spend CPU on every hit, give up sendfile and ranges, and
+// it is only files over the cache entry cap (or every file when the cache is
+// off) that come here.
+func (h *staticHandler) serveStream(w http.ResponseWriter, r *http.Request, name string, f *os.File, fi fs.FileInfo) {
+	tag, err := h.digests.etag(name, f, fi)
+	if err != nil {
+		http.Error(w, "cannot read file", http.StatusInternalServerError)
+		return
+	}
+	ctype := contentType(name, f)
+	hdr := w.Header()
+	hdr.Set("Content-Type", ctype)
+	hdr.Set("Etag", tag)
+	if compressibleType(ctype) {
+		hdr["Vary"] = hdrVary
+	}
+	http.ServeContent(w, r, name, fi.ModTime(), f)
+}
+
+// contentType returns the media type of the file name whose content r
+// reads: by extension, else by sniffing the first 512 bytes, all that
+// http.DetectContentType looks at.
+func contentType(name string, r io.ReaderAt) string {
+	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+		return t
+	}
+	head := make([]byte, 512)
+	n, _ := r.ReadAt(head, 0)
+	return http.DetectContentType(head[:n])
+}
+
+// compressibleType reports whether gzip pays for the media type ctype: text,
+// JavaScript, JSON, XML, WebAssembly, and any +json or +xml type such as
+// image/svg+xml. Images, audio, video, fonts and archives are already
+// compressed, and gzipping them only costs CPU.
+func compressibleType(ctype string) bool {
+	mt, _, _ := strings.Cut(ctype, ";")
+	mt = strings.TrimSpace(mt)
+	if strings.HasPrefix(mt, "text/") || strings.HasSuffix(mt, "+json") || strings.HasSuffix(mt, "+xml") {
+		return true
+	}
+	switch mt {
+	case "application/javascript", "application/json", "application/xml", "application/wasm":
+		return true
+	}
+	return false
+}
+
+// acceptsGzip reports whether the Accept-Encoding values allow gzip. The
+// first "gzip" (or "x-gzip") item decides, by whether its q is zero; without
+// one, a "*" item does. Returning at the first gzip item keeps the usual
+// browser header ("gzip, deflate, br, zstd") to one item's work, and slicing
+// the strings in place keeps the check free of allocations.
+func acceptsGzip(values []string) bool {
+	star := false
+	for _, v := range values {
+		for v != "" {
+			var item string
+			item, v, _ = strings.Cut(v, ",")
+			coding, params, _ := strings.Cut(item, ";")
+			coding = strings.TrimSpace(coding)
+			switch {
+			case strings.EqualFold(coding, "gzip"), strings.EqualFold(coding, "x-gzip"):
+				return !zeroQ(params)
+			case coding == "*":
+				star = !zeroQ(params)
+			}
+		}
+	}
+	return star
+}
+
+// zeroQ reports whether the parameters of one Accept-Encoding item carry a
+// q of zero ("q=0", "q=0.0", "q=0.000"), which refuses the coding.
+func zeroQ(params string) bool {
+	for params != "" {
+		var p string
+		p, params, _ = strings.Cut(params, ";")
+		p = strings.TrimSpace(p)
+		if len(p) < 3 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=' {
+			continue
+		}
+		return strings.Trim(p[2:], "0.") == "" && p[2] == '0'
+	}
+	return false
+}
+
+// usesServeContent reports whether a request header asks for conditional or
+// partial handling, which http.ServeContent does rather than the hot path.
+func usesServeContent(hdr http.Header) bool {
+	for _, k := range contentHeaders {
+		if _, ok := hdr[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// identityOnly reports whether a request must get identity bytes even if it
+// accepts gzip. Ranges of a gzip stream are of no use to clients, so ranges
+// are always of the identity form. If-Match and If-Unmodified-Since can be
+// answered 412 by http.ServeContent, which would leave the preset gzip
+// Content-Length on an empty response, so those requests get identity too.
+func identityOnly(hdr http.Header) bool {
+	for _, k := range [...]string{"Range", "If-Match", "If-Unmodified-Since"} {
+		if _, ok := hdr[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// serveEntry answers r from a cached entry. The common request, without
+// conditionals or a range, is the hot path: it puts the entry's precomputed
+// header slices straight into the header map and writes the body with one
+// Write, so it formats nothing and allocates nothing. Everything else goes
+// through http.ServeContent, which implements the conditional and range rules.
+func serveEntry(w http.ResponseWriter, r *http.Request, e *cacheEntry) {
+	viaServeContent := usesServeContent(r.Header)
+	gz := e.gz != nil && acceptsGzip(r.Header["Accept-Encoding"]) && !(viaServeContent && identityOnly(r.Header))
+	hdr := w.Header()
+	setEntryHeaders(hdr, e, gz)
+	body := e.body
+	if gz {
+		// Set before ServeContent too: it leaves Content-Length unset when
+		// Content-Encoding is set.
+		hdr["Content-Length"] = e.gzLength
+		body = e.gz
+	}
+	if viaServeContent {
+		http.ServeContent(w, r, "", e.modTime, bytes.NewReader(body))
+		return
+	}
+	if !gz {
+		hdr["Content-Length"] = e.length
+	}
+	hdr["Last-Modified"] = e.lastModified
+	hdr["Accept-Ranges"] = hdrAcceptRanges
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+// setEntryHeaders sets the headers that describe the chosen representation of
+// e: its type, validator and encoding.
+func setEntryHeaders(hdr http.Header, e *cacheEntry, gz bool) {
+	hdr["Content-Type"] = e.contentType
+	if e.compressible {
+		// Caches must key on Accept-Encoding whether or not this response
+		// is compressed, or they would hand gzip to clients that refused it.
+		hdr["Vary"] = hdrVary
+	}
+	if gz {
+		hdr["Content-Encoding"] = hdrGzip
+		hdr["Etag"] = e.gzETag
+		return
+	}
+	hdr["Etag"] = e.etag
+}
+
+// serveListing writes an HTML index of a directory without index.html.
+func (h *staticHandler) serveListing(w http.ResponseWriter, r *http.Request, key, name string, dir *os.File) {
+	names, err := h.listDir(name, dir)
+	if err != nil {
+		http.Error(w, "cannot read directory", http.StatusInternalServerError)
+		return
+	}
+	var b strings.Builder
+	writeListing(&b, key, names)
+	hdr := w.Header()
+	hdr["Content-Type"] = hdrHTML
+	hdr["Vary"] = hdrVary
+	hdr.Set("Content-Length", strconv.Itoa(b.Len()))
+	if r.Method != http.MethodHead {
+		io.WriteString(w, b.String())
+	}
+}
+
+// listDir returns the names in dir that the handler would serve, sorted, with
+// a trailing slash on directories. Dot names and names with a backslash are
+// left out because requests for them are refused, and symlinks are resolved
+// through the root so that those escaping it are left out too.
+func (h *staticHandler) listDir(name string, dir *os.File) ([]string, error) {
+	ents, err := dir.ReadDir(-1)
+	if err != nil {
+		return nil, fmt.Errorf("read directory %s: %w", name, err)
+	}
+	names := make([]string, 0, len(ents))
+	for _, d := range ents {
+		n := d.Name()
+		if strings.HasPrefix(n, ".") || strings.Contains(n, "\\") {
+			continue
+		}
+		isDir := d.IsDir()
+		if d.Type()&fs.ModeSymlink != 0 {
+			fi, err := h.root.Stat(path.Join(name, n))
+			if err != nil {
+				continue
+			}
+			isDir = fi.IsDir()
+		}
+		if isDir {
+			n += "/"
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// writeListing renders the listing page for the directory at URL path key.
+// Each name is URL-escaped for the link (url.URL also guards a name with a
+// colon from reading as a scheme) and HTML-escaped for the text and attribute.
+func writeListing(b *strings.Builder, key string, names []string) {
+	b.WriteString("<!doctype html>\n<meta charset=\"utf-8\">\n<title>Index of ")
+	b.WriteString(html.EscapeString(key))
+	b.WriteString("</title>\n<pre>\n")
+	for _, n := range names {
+		href := (&url.URL{Path: n}).String()
+		fmt.Fprintf(b, "<a href=\"%s\">%s</a>\n", html.EscapeString(href), html.EscapeString(n))
+	}
+	b.WriteString("</pre>\n")
+}
+
+// fileVersion identifies one version of a file. The inode catches a file
+// replaced by rename even when its size and modification time match.
+type fileVersion struct {
+	size    int64
+	modTime int64 // UnixNano
+	inode   uint64
+}
+
+// versionOf returns the version of the file described by fi.
+func versionOf(fi fs.FileInfo) fileVersion {
+	return fileVersion{size: fi.Size(), modTime: fi.ModTime().UnixNano(), inode: inode(fi)}
+}
+
+// digestTag returns the opaque part of an ETag for content with the given
+// SHA-256 sum: 16 bytes of it, base64url, which is ample to tell versions apart.
+func digestTag(sum []byte) string {
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// cacheEntry is one cached file: its bytes, gzip form and response headers,
+// all computed once when the entry is built and never changed after, so any
+// number of goroutines read it without locks. Only checked, ref and slot
+// change.
+type cacheEntry struct {
+	key, name string // cache key and root-relative file name
+	version   fileVersion
+	modTime   time.Time
+	body, gz  []byte // gz is nil when the file gets no gzip form
+
+	// The header values are built once as one-element slices so the hot
+	// path can assign them into the header map without formatting anything.
+	compressible                   bool
+	contentType, etag, gzETag      []string
+	lastModified, length, gzLength []string
+
+	cost    int64        // bytes charged to the cache budget
+	checked atomic.Int64 // UnixNano of the last load or stat that matched
+	ref     atomic.Bool  // hit since the clock hand last passed
+	slot    int          // index in staticCache.ring, -1 when not cached; guarded by staticCache.mu
+}
+
+// loadEntry reads an open small file into a new cache entry. The version
+// comes from the stat taken before the read, so a write racing with the read
+// shows up as a changed version at the next revalidation instead of hiding
+// behind it.
+func (h *staticHandler) loadEntry(key, name string, f *os.File, fi fs.FileInfo) (*cacheEntry, error) {
+	body := make([]byte, fi.Size())
+	n, err := io.ReadFull(f, body)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	e := &cacheEntry{key: key, name: name, version: versionOf(fi), modTime: fi.ModTime(), body: body[:n], slot: -1}
+	e.checked.Store(h.now().UnixNano())
+	e.setHeaders(name)
+	e.cost = int64(len(e.body)+len(e.gz)) + entryOverheadBytes
+	return e, nil
+}
+
+// setHeaders computes the entry's header values and gzip form from its body.
+// The gzip form is compressed at the best level since it is built once per
+// entry, and kept only when it is smaller than the body. Its ETag is the
+// identity digest with a -gzip suffix: every worker runs the same compressor,
+// so equal identity bytes mean equal gzip bytes.
+func (e *cacheEntry) setHeaders(name string) {
+	sum := sha256.Sum256(e.body)
+	tag := digestTag(sum[:])
+	ctype := contentType(name, bytes.NewReader(e.body))
+	e.contentType = []string{ctype}
+	e.etag = []string{`"` + tag + `"`}
+	e.lastModified = []string{e.modTime.UTC().Format(http.TimeFormat)}
+	e.length = []string{strconv.Itoa(len(e.body))}
+	e.compressible = compressibleType(ctype)
+	if !e.compressible || len(e.body) < gzipMinBytes {
+		return
+	}
+	if gz := gzipBytes(e.body); len(gz) < len(e.body) {
+		e.gz = gz
+		e.gzETag = []string{`"` + tag + `-gzip"`}
+		e.gzLength = []string{strconv.Itoa(len(gz))}
+	}
+}
+
+// gzipWriters recycles gzip writers across cache fills: each one holds
+// about a megabyte of compressor state, too much to allocate per file.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestCompression) // the level is valid
+	return zw
+}}
+
+// gzipBytes returns body compressed with gzip at the best compression level.
+func gzipBytes(body []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&buf)
+	zw.Write(body) // writes to a bytes.Buffer cannot fail
+	zw.Close()
+	return buf.Bytes()
+}
+
+// staticCache holds the entries of one staticHandler within a byte budget.
+// A hit takes only the read lock and sets the entry's atomic reference bit,
+// so concurrent hits never queue on a write lock the way moving an element in
+// an LRU list would. Eviction runs the CLOCK algorithm over those bits: the
+// hand sweeps the ring, giving entries hit since its last pass a second
+// chance and evicting the first one that was not, an approximation of LRU.
+type staticCache struct {
+	mu      sync.RWMutex
+	entries map[string]*cacheEntry
+	ring    []*cacheEntry // the clock; each entry's slot is its index here
+	hand    int
+	used    int64 // sum of the cost of the entries
+	budget  int64
+}
+
+// get returns the entry for key, or nil, and marks it recently used.
+func (c *staticCache) get(key string) *cacheEntry {
+	c.mu.RLock()
+	e := c.entries[key]
+	c.mu.RUnlock()
+	// Load first so a hot entry's cache line is not written on every hit.
+	if e != nil && !e.ref.Load() {
+		e.ref.Store(true)
+	}
+	return e
+}
+
+// add inserts e, replacing any entry with the same key and evicting others
+// until the budget holds. An entry larger than the whole budget is not added.
+func (c *staticCache) add(e *cacheEntry) {
+	if e.cost > c.budget {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.entries[e.key]; old != nil {
+		c.removeLocked(old)
+	}
+	c.evictLocked(e.cost)
+	e.slot = len(c.ring)
+	c.ring = append(c.ring, e)
+	c.entries[e.key] = e
+	c.used += e.cost
+}
+
+// remove drops e if it is still cached; an entry already evicted or replaced
+// is left alone.
+func (c *staticCache) remove(e *cacheEntry) {
+	c.mu.Lock()
+	c.removeLocked(e)
+	c.mu.Unlock()
+}
+
+// evictLocked advances the clock hand, evicting entries, until cost more
+// bytes fit in the budget. Every entry passed over loses its reference bit,
+// so at most two sweeps evict one entry.
+func (c *staticCache) evictLocked(cost int64) {
+	for c.used+cost > c.budget && len(c.ring) > 0 {
+		if c.hand >= len(c.ring) {
+			c.hand = 0
+		}
+		e := c.ring[c.hand]
+		if e.ref.Swap(false) {
+			c.hand++
+			continue
+		}
+		c.removeLocked(e)
+	}
+}
+
+// removeLocked takes e out of the map and the ring. The last entry of the
+// ring moves into e's slot, which shuffles the clock order slightly but keeps
+// removal O(1).
+func (c *staticCache) removeLocked(e *cacheEntry) {
+	if e.slot < 0 {
+		return
+	}
+	last := len(c.ring) - 1
+	moved := c.ring[last]
+	c.ring[e.slot] = moved
+	moved.slot = e.slot
+	c.ring[last] = nil
+	c.ring = c.ring[:last]
+	e.slot = -1
+	delete(c.entries, e.key)
+	c.used -= e.cost
+}
+
+// digestMemo remembers the ETag of each file too large to cache, for the
+// file's current version, so a big file is hashed once per version and
+// worker rather than once per request. The cost: the first request for a
+// version reads the whole file before answering (SHA-256 runs at roughly
+// 1-2 GB/s on one core, so about a second for a 1 GiB file), and two
+// requests racing on a new version may both hash it; later requests pay one
+// map lookup. The memo is bounded by digestMemoEntries names and drops an
+// arbitrary one when full, which costs only a re-hash later.
+type digestMemo struct {
+	mu   sync.Mutex
+	tags map[string]memoTag // by root-relative file name
+}
+
+// memoTag is the ETag of one version of a file.
+type memoTag struct {
+	version fileVersion
+	etag    string
+}
+
+// etag returns the quoted ETag of the open file f, named name and described
+// by fi, hashing the file only if this version is not remembered.
+func (m *digestMemo) etag(name string, f *os.File, fi fs.FileInfo) (string, error) {
+	v := versionOf(fi)
+	m.mu.Lock()
+	t, ok := m.tags[name]
+	m.mu.Unlock()
+	if ok && t.version == v {
+		return t.etag, nil
+	}
+	sum := sha256.New()
+	// A SectionReader reads with ReadAt, leaving f's offset at the start
+	// for http.ServeContent.
+	if _, err := io.Copy(sum, io.NewSectionReader(f, 0, fi.Size())); err != nil {
+		return "", fmt.Errorf("hash %s: %w", name, err)
+	}
+	t = memoTag{version: v, etag: `"` + digestTag(sum.Sum(nil)) + `"`}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.tags[name]; !ok && len(m.tags) >= digestMemoEntries {
+		for k := range m.tags {
+			delete(m.tags, k)
+			break
+		}
+	}
+	m.tags[name] = t
+	return t.etag, nil
+}

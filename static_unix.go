@@ -1,0 +1,18 @@
+//go:build unix
+
+package main
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// inode returns the file serial number behind fi, or 0 if fi carries none.
+// It lets the cache see a file replaced by rename as a new version even when
+// the replacement has the same size and modification time.
+func inode(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Ino)
+	}
+	return 0
+}

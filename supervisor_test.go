@@ -1,0 +1,506 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// harness runs one Supervisor over test-binary workers and guarantees, in
+// t.Cleanup, that none of its processes outlives the test.
+type harness struct {
+	t       *testing.T
+	sup     *Supervisor
+	addr    string
+	dir     string
+	logs    *os.File // the supervisor's and the workers' stderr
+	pidFile string   // the grandchild fault's pid
+}
+
+// testConfig is a generation with deadlines short enough for tests.
+func testConfig(dir string, workers int) supervisorConfig {
+	return supervisorConfig{
+		Workers:        workers,
+		StartupTimeout: 10 * time.Second,
+		DrainTimeout:   2 * time.Second,
+		ForceTimeout:   4 * time.Second,
+		Runtime: runtimeConfig{
+			Dir: dir, CacheBytes: 1 << 20, HeaderTimeout: 5 * time.Second,
+			IdleTimeout: 5 * time.Second, DrainTimeout: 2 * time.Second,
+		},
+	}
+}
+
+// newHarness prepares (but does not start) a generation of workers; faults
+// maps a worker index to the fault it injects.
+func newHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*supervisorConfig)) *harness {
+	t.Helper()
+	skipWithoutWorkers(t)
+	h := &harness{t: t, dir: t.TempDir()}
+	writeFile(t, h.dir, "index.html", "hello")
+	h.pidFile = filepath.Join(t.TempDir(), "grandchild.pid")
+	logs, err := os.Create(filepath.Join(t.TempDir(), "stderr.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.logs = logs
+	cfg := testConfig(h.dir, workers)
+	for _, e := range edit {
+		e(&cfg)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = ln.Addr().String()
+	h.sup = newSupervisor(cfg, ln, slog.New(slog.NewTextHandler(logs, nil)))
+	h.sup.seam.command = func(i int) (*exec.Cmd, error) {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), faultEnv+"="+faults[i], pidFileEnv+"="+h.pidFile)
+		cmd.Stderr = logs
+		return cmd, nil
+	}
+	t.Cleanup(h.cleanup)
+	return h
+}
+
+// cleanup stops the generation in a hurry and kills anything left, even
+// after a failed test; on failure it shows the processes' logs.
+func (h *harness) cleanup() {
+	hurry, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.sup.Stop(hurry)
+	for _, pid := range h.sup.pids() {
+		syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	if pid := h.grandchild(); pid > 0 {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if h.t.Failed() {
+		b, _ := os.ReadFile(h.logs.Name())
+		h.t.Logf("logs:\n%s", b)
+	}
+	h.logs.Close()
+}
+
+// start starts the generation and fails the test if it does not start.
+func (h *harness) start() {
+	h.t.Helper()
+	if err := h.sup.Start(context.Background()); err != nil {
+		h.t.Fatalf("Start() = %v; want nil", err)
+	}
+}
+
+// grandchild returns the grandchild fault's pid, or 0.
+func (h *harness) grandchild() int {
+	b, err := os.ReadFile(h.pidFile)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(string(b))
+	return pid
+}
+
+// assertAllGone fails the test unless every worker (and the grandchild) is
+// gone and the port refuses connections.
+func (h *harness) assertAllGone() {
+	h.t.Helper()
+	for i, pid := range h.sup.pids() {
+		if !gone(pid) {
+			h.t.Errorf("worker %d (pid %d) still alive", i, pid)
+		}
+	}
+	if pid := h.grandchild(); pid > 0 && !waitGone(pid, 2*time.Second) {
+		h.t.Errorf("grandchild (pid %d) still alive", pid)
+	}
+	if c, err := net.DialTimeout("tcp", h.addr, time.Second); err == nil {
+		c.Close()
+		h.t.Errorf("port %s still accepts connections", h.addr)
+	}
+}
+
+// counters returns each worker's reported counters, after a stop.
+func (h *harness) counters() []*workerStats {
+	var st []*workerStats
+	for _, p := range h.sup.procs {
+		st = append(st, p.getStats())
+	}
+	return st
+}
+
+// gone reports whether pid no longer runs: it does not exist, or it is a
+// zombie waiting for a parent (such as a non-reaping init) to collect it.
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// waitGone polls until pid is gone or within passes.
+func waitGone(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+func writeFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get fetches path over a new connection.
+func get(addr, path string) (int, string, error) {
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func skipWithoutWorkers(t *testing.T) {
+	if !multiWorker {
+		t.Skip("worker processes need Unix")
+	}
+}
+
+func TestWorkersShareOnePort(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("workers=%d", n), func(t *testing.T) {
+			h := newHarness(t, n, nil)
+			h.start()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for range 25 {
+						if code, body, err := get(h.addr, "/"); err != nil || code != 200 || body != "hello" {
+							t.Errorf("GET / = %d %q %v; want 200 hello", code, body, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err := h.sup.Stop(context.Background()); err != nil {
+				t.Fatalf("Stop() = %v; want nil", err)
+			}
+			answering := 0
+			for i, st := range h.counters() {
+				if st == nil {
+					t.Fatalf("worker %d reported no counters", i)
+				}
+				if st.Served > 0 {
+					answering++
+				}
+			}
+			if answering < 2 {
+				t.Errorf("%d of %d workers answered; want requests answered by more than one pid", answering, n)
+			}
+			h.assertAllGone()
+		})
+	}
+}
+
+func TestBarrierDelaysEveryAnswerUntilAllPrepared(t *testing.T) {
+	const delay = 700 * time.Millisecond
+	h := newHarness(t, 3, map[int]string{2: faultSlowPrepared})
+	t.Setenv(delayEnv, delay.String())
+	began := time.Now()
+	started := make(chan error, 1)
+	go func() { started <- h.sup.Start(context.Background()) }()
+	// The parent's listener is bound, so this connects at once and waits
+	// in the accept queue until some worker is allowed to accept.
+	code, _, err := get(h.addr, "/")
+	answered := time.Since(began)
+	if err := <-started; err != nil {
+		t.Fatalf("Start() = %v; want nil", err)
+	}
+	if err != nil || code != 200 {
+		t.Fatalf("GET / = %d, %v; want 200", code, err)
+	}
+	if answered < delay {
+		t.Errorf("first answer after %v; want no answer before the slow worker's prepared (%v)", answered, delay)
+	}
+}
+
+func TestRollbackWhenOneWorkerFailsBeforeReady(t *testing.T) {
+	for fault, want := range map[string]string{
+		faultFail:    "injected failure",
+		faultExit:    "exit status 3",
+		faultGarbage: "malformed protocol line",
+	} {
+		t.Run(fault, func(t *testing.T) {
+			h := newHarness(t, 4, map[int]string{2: fault})
+			err := h.sup.Start(context.Background())
+			pid := h.sup.pids()[2]
+			for _, part := range []string{"worker 2", fmt.Sprintf("pid %d", pid), want} {
+				if err == nil || !strings.Contains(err.Error(), part) {
+					t.Errorf("Start() = %v; want an error containing %q", err, part)
+				}
+			}
+			h.assertAllGone()
+		})
+	}
+}
+
+func TestRollbackOnStartupTimeout(t *testing.T) {
+	h := newHarness(t, 3, map[int]string{1: faultHang}, func(c *supervisorConfig) {
+		c.StartupTimeout = 500 * time.Millisecond
+	})
+	err := h.sup.Start(context.Background())
+	if !errors.Is(err, errStartupTimeout) || !strings.Contains(err.Error(), "worker 1") {
+		t.Fatalf("Start() = %v; want a startup timeout naming worker 1", err)
+	}
+	h.assertAllGone()
+}
+
+func TestCancelDuringBarrierRollsBack(t *testing.T) {
+	h := newHarness(t, 3, map[int]string{0: faultHang})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := h.sup.Start(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "worker 0") {
+		t.Fatalf("Start() = %v; want the context's error naming worker 0", err)
+	}
+	h.assertAllGone()
+}
+
+func TestEOFAfterReadyDrainsInFlightRequest(t *testing.T) {
+	h := newHarness(t, 2, nil)
+	const size = 32 << 20
+	writeFile(t, h.dir, "big.bin", strings.Repeat("x", size))
+	h.start()
+	resp, err := http.Get("http://" + h.addr + "/big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadFull(resp.Body, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	// What a dying parent does: its write ends close. The real ones, not
+	// made-up descriptor numbers.
+	for _, p := range h.sup.procs {
+		p.stdin.Close()
+	}
+	time.Sleep(100 * time.Millisecond) // let the drain begin under the client
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || n+64<<10 != size {
+		t.Fatalf("read %d bytes, %v; want the whole in-flight response", n+64<<10, err)
+	}
+	for i, pid := range h.sup.pids() {
+		if !waitGone(pid, 3*time.Second) {
+			t.Errorf("worker %d (pid %d) did not exit after its stdin closed", i, pid)
+		}
+	}
+}
+
+func TestForceKillsWorkerThatIgnoresTerm(t *testing.T) {
+	h := newHarness(t, 2, map[int]string{1: faultStubborn}, func(c *supervisorConfig) {
+		c.DrainTimeout, c.ForceTimeout = 200*time.Millisecond, 600*time.Millisecond
+	})
+	h.start()
+	began := time.Now()
+	if err := h.sup.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop() = %v; want nil (the worker was killed and reaped)", err)
+	}
+	if took := time.Since(began); took < 600*time.Millisecond || took > 600*time.Millisecond+finalGrace {
+		t.Errorf("Stop took %v; want it to end at the force deadline (600ms)", took)
+	}
+	h.assertAllGone()
+}
+
+func TestKillReachesWorkersGrandchild(t *testing.T) {
+	h := newHarness(t, 2, map[int]string{0: faultGrandchild}, func(c *supervisorConfig) {
+		c.DrainTimeout, c.ForceTimeout = 200*time.Millisecond, 500*time.Millisecond
+	})
+	h.start()
+	if h.grandchild() == 0 {
+		t.Fatal("the worker recorded no grandchild")
+	}
+	if err := h.sup.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop() = %v; want nil", err)
+	}
+	h.assertAllGone()
+}
+
+func TestSurvivorIsReportedAsError(t *testing.T) {
+	h := newHarness(t, 2, map[int]string{1: faultStubborn}, func(c *supervisorConfig) {
+		c.DrainTimeout, c.ForceTimeout = 100*time.Millisecond, 300*time.Millisecond
+	})
+	h.start()
+	stubborn := h.sup.pids()[1]
+	// A kill that never lands stands in for a process the kernel cannot
+	// tear down (stuck in uninterruptible sleep, say).
+	h.sup.seam.signal = func(pid int, sig os.Signal) error {
+		if pid == stubborn {
+			return nil
+		}
+		return signalGroup(pid, sig)
+	}
+	err := h.sup.Stop(context.Background())
+	want := fmt.Sprintf("worker 1 (pid %d) survived", stubborn)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Stop() = %v; want an error containing %q", err, want)
+	}
+	if err2 := h.sup.Wait(); err2 != err {
+		t.Errorf("Wait() = %v; want Stop's error %v", err2, err)
+	}
+}
+
+func TestStopAndWaitAreIdempotent(t *testing.T) {
+	h := newHarness(t, 2, nil)
+	h.start()
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 3 {
+		wg.Go(func() { errs <- h.sup.Stop(context.Background()) })
+		wg.Go(func() { errs <- h.sup.Wait() })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("Stop()/Wait() = %v; want nil", err)
+		}
+	}
+	if err := h.sup.Stop(context.Background()); err != nil {
+		t.Errorf("Stop() again = %v; want nil", err)
+	}
+	h.assertAllGone()
+}
+
+func TestLostWorkerFailsGeneration(t *testing.T) {
+	h := newHarness(t, 3, nil)
+	h.start()
+	lost := h.sup.pids()[1]
+	syscall.Kill(lost, syscall.SIGKILL)
+	err := h.sup.Wait()
+	want := fmt.Sprintf("worker 1 (pid %d)", lost)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Wait() = %v; want an error naming %q", err, want)
+	}
+	h.assertAllGone()
+}
+
+func TestHandlesReleasedAfterReap(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc")
+	}
+	cycle := func() {
+		h := newHarness(t, 2, nil)
+		h.start()
+		if err := h.sup.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop() = %v", err)
+		}
+		h.logs.Close() // the harness's own file, not the supervisor's
+	}
+	cycle() // the runtime opens its poller and friends once
+	before := openFDs(t)
+	cycle()
+	if after := openFDs(t); after != before {
+		t.Errorf("open descriptors: %d before a generation, %d after; want equal", before, after)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+func TestSharedListenerIsNonBlockingWhenReady(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fdinfo"); err != nil {
+		t.Skip("needs /proc")
+	}
+	h := newHarness(t, 4, nil)
+	h.start()
+	// Every worker has adopted and closed fd 3, so look at the socket
+	// through the parent, whose listener shares the open file description.
+	raw, err := h.sup.ln.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd uintptr
+	raw.Control(func(f uintptr) { fd = f })
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags int64
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, _ = strconv.ParseInt(strings.TrimSpace(v), 8, 64)
+		}
+	}
+	if flags&syscall.O_NONBLOCK == 0 {
+		t.Errorf("listener flags %o: O_NONBLOCK clear; want the shared socket non-blocking once ready", flags)
+	}
+}
+
+func TestOneTLSIdentityAcrossWorkers(t *testing.T) {
+	id, err := selfSignedIdentity("127.0.0.1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, 4, nil, func(c *supervisorConfig) { c.Runtime.TLS = id })
+	h.start()
+	seen := map[[32]byte]int{}
+	for range 32 {
+		conn, err := tls.Dial("tcp", h.addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[sha256.Sum256(conn.ConnectionState().PeerCertificates[0].Raw)]++
+		conn.Close()
+	}
+	if len(seen) != 1 {
+		t.Errorf("saw %d certificates across 32 connections; want 1", len(seen))
+	}
+	if err := h.sup.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	answering := 0
+	for _, st := range h.counters() {
+		if st != nil && st.Accepted > 0 {
+			answering++
+		}
+	}
+	if answering < 2 {
+		t.Errorf("%d workers accepted connections; want the identity checked across several", answering)
+	}
+}
