@@ -331,12 +331,12 @@ func (s *Supervisor) logCounters() {
 
 // workerProc is the parent's handle on one worker process.
 type workerProc struct {
-	index  int
-	pid    int
-	cmd    *exec.Cmd
-	stdin  *os.File // write end of the liveness pipe; only the parent holds it
-	stdout *os.File // read end of the worker's protocol output
-	out    *lineWriter
+	index      int
+	pid        int
+	cmd        *exec.Cmd
+	stdin      *os.File // write end of the liveness pipe; only the parent holds it
+	stdout     *os.File // read end of the worker's protocol output
+	out        *lineWriter
 	stage      stage         // owned by the barrier
 	exited     chan struct{} // closed once the process is reaped
 	status     error         // cmd.Wait's result; read after exited
