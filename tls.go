@@ -8,12 +8,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -138,12 +138,9 @@ func (id *tlsIdentity) fingerprint() (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(cert.Certificate[0])
-	out := make([]byte, 0, len(sum)*3)
+	hexes := make([]string, len(sum))
 	for i, b := range sum {
-		if i > 0 {
-			out = append(out, ':')
-		}
-		out = hex.AppendEncode(out, []byte{b})
+		hexes[i] = fmt.Sprintf("%02X", b)
 	}
-	return string(out), nil
+	return strings.Join(hexes, ":"), nil
 }

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDecodeMessageRejectsBadLines(t *testing.T) {
+	for name, line := range map[string]string{
+		"not json":           `hello`,
+		"unknown type":       `{"type":"reboot"}`,
+		"unknown field":      `{"type":"ready","extra":1}`,
+		"trailing data":      `{"type":"ready"} {"type":"ready"}`,
+		"config old version": `{"type":"config","version":99,"config":{"index":0}}`,
+		"config without":     `{"type":"config","version":1}`,
+		"prepared no pid":    `{"type":"prepared"}`,
+		"failed no reason":   `{"type":"failed"}`,
+		"done no stats":      `{"type":"done"}`,
+		"empty":              ``,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if m, err := decodeMessage([]byte(line)); err == nil {
+				t.Errorf("decodeMessage(%q) = %+v, nil; want an error", line, m)
+			}
+		})
+	}
+}
+
+func TestDecodeMessageRoundTrips(t *testing.T) {
+	id, err := selfSignedIdentity("", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &workerConfig{Index: 3, runtimeConfig: runtimeConfig{Dir: "/srv", MaxConns: 7, TLS: id}}
+	for _, m := range []message{
+		{Type: msgConfig, Version: protocolVersion, Config: cfg},
+		{Type: msgPrepared, PID: 42},
+		{Type: msgCommit},
+		{Type: msgReady},
+		{Type: msgFailed, Reason: "directory vanished"},
+		{Type: msgDone, Stats: &workerStats{Accepted: 5, Served: 9}},
+	} {
+		var buf bytes.Buffer
+		if err := (&lineWriter{w: &buf}).send(m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := newLineReader(&buf).next()
+		if err != nil || got.Type != m.Type {
+			t.Errorf("round trip of %s = %+v, %v", m.Type, got, err)
+		}
+		if m.Config != nil && (got.Config.Index != 3 || !bytes.Equal(got.Config.TLS.KeyPEM, id.KeyPEM)) {
+			t.Errorf("config did not survive the round trip: %+v", got.Config)
+		}
+	}
+}
+
+func FuzzDecodeMessage(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"prepared","pid":1}`, `{"type":"config","version":1,"config":{"index":0,"dir":"/"}}`,
+		`{"type":"done","stats":{"accepted":1,"served":2}}`, `{"type":"failed","reason":"x"}`,
+		`{"type":"ready"}`, `{"type":"commit"}`, `{"type":`, `null`, `[]`, `{"type":"done","stats":null}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m, err := decodeMessage(line)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must be a complete message of a known type.
+		if err := m.check(); err != nil {
+			t.Fatalf("decodeMessage(%q) accepted an incomplete message: %v", line, err)
+		}
+	})
+}
+
+// workerProcess is one worker of the test binary, driven by hand through
+// its real pipes, with a listener the test also holds.
+type workerProcess struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *lineReader
+	ln    *net.TCPListener
+}
+
+func startWorkerProcess(t *testing.T, version string) *workerProcess {
+	t.Helper()
+	skipWithoutWorkers(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &workerProcess{cmd: exec.Command(os.Args[0]), ln: ln.(*net.TCPListener)}
+	w.cmd.Env = append(os.Environ(), workerEnv+"="+version)
+	w.cmd.ExtraFiles = []*os.File{f}
+	w.cmd.Stderr = os.Stderr
+	w.stdin, _ = w.cmd.StdinPipe()
+	stdout, _ := w.cmd.StdoutPipe()
+	w.out = newLineReader(stdout)
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.cmd.Process.Kill(); w.cmd.Wait() })
+	return w
+}
+
+func TestWorkerEOFBeforeCommitExitsWithoutAccepting(t *testing.T) {
+	w := startWorkerProcess(t, strconv.Itoa(protocolVersion))
+	dir := t.TempDir()
+	writeFile(t, dir, "index.html", "hello")
+	cfg := &workerConfig{runtimeConfig: runtimeConfig{Dir: dir, HeaderTimeout: time.Second, IdleTimeout: time.Second, DrainTimeout: time.Second}}
+	if err := (&lineWriter{w: w.stdin}).send(message{Type: msgConfig, Version: protocolVersion, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.out.next(); err != nil || m.Type != msgPrepared || m.PID != w.cmd.Process.Pid {
+		t.Fatalf("first message %+v, %v; want prepared with the worker's pid", m, err)
+	}
+	client, err := net.Dial("tcp", w.ln.Addr().String()) // queued, for whoever accepts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	w.stdin.Close()
+	if m, err := w.out.next(); err != io.EOF {
+		t.Errorf("after stdin EOF the worker sent %+v, %v; want nothing", m, err)
+	}
+	if err := w.cmd.Wait(); err != nil {
+		t.Errorf("worker exit: %v; want status 0", err)
+	}
+	// The connection is still queued: the worker never accepted it.
+	w.ln.SetDeadline(time.Now().Add(time.Second))
+	c, err := w.ln.Accept()
+	if err != nil {
+		t.Fatalf("the queued connection is gone (%v); want it never accepted by the worker", err)
+	}
+	c.Close()
+}
+
+func TestWorkerRefusesAnotherProtocolVersion(t *testing.T) {
+	w := startWorkerProcess(t, "99")
+	m, err := w.out.next()
+	if err != nil || m.Type != msgFailed || !strings.Contains(m.Reason, "protocol version") {
+		t.Fatalf("worker with version 99 sent %+v, %v; want failed naming the protocol version", m, err)
+	}
+	var exit *exec.ExitError
+	if err := w.cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("exit: %v; want status 1", err)
+	}
+}
+
+func TestWorkerReportsFailedWhenItsDirectoryVanished(t *testing.T) {
+	w := startWorkerProcess(t, strconv.Itoa(protocolVersion))
+	cfg := &workerConfig{runtimeConfig: runtimeConfig{Dir: filepath.Join(t.TempDir(), "gone")}}
+	(&lineWriter{w: w.stdin}).send(message{Type: msgConfig, Version: protocolVersion, Config: cfg})
+	m, err := w.out.next()
+	if err != nil || m.Type != msgFailed || !strings.Contains(m.Reason, "gone") {
+		t.Fatalf("worker sent %+v, %v; want failed naming the directory", m, err)
+	}
+}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file.txt")
+	writeFile(t, dir, "file.txt", "x")
+	id, err := selfSignedIdentity("localhost", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := selfSignedIdentity("localhost", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := filepath.Join(dir, "cert.pem")
+	key := filepath.Join(dir, "key.pem")
+	otherKey := filepath.Join(dir, "other.pem")
+	writeFile(t, dir, "cert.pem", string(id.CertPEM))
+	writeFile(t, dir, "key.pem", string(id.KeyPEM))
+	writeFile(t, dir, "other.pem", string(other.KeyPEM))
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"missing dir":              {[]string{"-dir", filepath.Join(dir, "nope")}, "-dir:"},
+		"dir is a file":            {[]string{"-dir", file}, "-dir: " + file + " is not a directory"},
+		"no workers":               {[]string{"-dir", dir, "-workers", "0"}, "-workers: must be at least 1"},
+		"addr without port":        {[]string{"-dir", dir, "-addr", "localhost"}, "-addr:"},
+		"addr port out of range":   {[]string{"-dir", dir, "-addr", "127.0.0.1:99999"}, "-addr:"},
+		"negative drain":           {[]string{"-dir", dir, "-drain-timeout", "-1s"}, "-drain-timeout: must not be negative"},
+		"force not after drain":    {[]string{"-dir", dir, "-drain-timeout", "5s", "-force-timeout", "5s"}, "-force-timeout: 5s must exceed -drain-timeout"},
+		"zero startup timeout":     {[]string{"-dir", dir, "-startup-timeout", "0"}, "-startup-timeout: must be positive"},
+		"negative revalidate":      {[]string{"-dir", dir, "-cache-revalidate", "-1s"}, "-cache-revalidate: must not be negative"},
+		"negative max conns":       {[]string{"-dir", dir, "-max-conns", "-1"}, "-max-conns: must not be negative"},
+		"negative cache":           {[]string{"-dir", dir, "-cache-bytes", "-5"}, "-cache-bytes"},
+		"unparsable cache":         {[]string{"-dir", dir, "-cache-bytes", "lots"}, "-cache-bytes"},
+		"unparsable duration":      {[]string{"-dir", dir, "-drain-timeout", "soon"}, "-drain-timeout"},
+		"cert without key":         {[]string{"-dir", dir, "-tls-cert", cert}, "-tls-key: missing"},
+		"key without cert":         {[]string{"-dir", dir, "-tls-key", key}, "-tls-cert: missing"},
+		"self-signed and files":    {[]string{"-dir", dir, "-tls-self-signed", "-tls-cert", cert, "-tls-key", key}, "-tls-self-signed: cannot be combined"},
+		"mismatched pair":          {[]string{"-dir", dir, "-tls-cert", cert, "-tls-key", otherKey}, "-tls-cert: load key pair"},
+		"unreadable cert":          {[]string{"-dir", dir, "-tls-cert", filepath.Join(dir, "none.pem"), "-tls-key", key}, "-tls-cert: read certificate"},
+		"access log file, workers": {[]string{"-dir", dir, "-workers", "2", "-access-log", filepath.Join(dir, "a.log")}, "-access-log: a file needs -workers 1"},
+		"unknown flag":             {[]string{"-dir", dir, "-bogus"}, "-bogus"},
+		"stray argument":           {[]string{"-dir", dir, "extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, &stdout, &stderr)
+			msg := stderr.String()
+			if code != exitUsage || !strings.Contains(msg, tc.want) || strings.Count(msg, "\n") != 1 {
+				t.Errorf("run(%q) = %d, stderr %q; want %d and one line containing %q", tc.args, code, msg, exitUsage, tc.want)
+			}
+		})
+	}
+}
+
+func TestHelpSaysLimitsArePerWorker(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-help"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("run(-help) = %d; want 0", code)
+	}
+	help := stdout.String()
+	for _, flag := range []string{"-max-conns", "-cache-bytes"} {
+		i := strings.Index(help, "  "+flag)
+		if i < 0 || !strings.Contains(help[i:min(len(help), i+300)], "PER WORKER") {
+			t.Errorf("-help does not say %s is per worker:\n%s", flag, help)
+		}
+	}
+}
+
+func TestAddressInUseExitsOneNamingIt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-dir", t.TempDir(), "-addr", addr}, &stdout, &stderr)
+	if code != exitFailure || !strings.Contains(stderr.String(), addr) || !strings.Contains(stderr.String(), "in use") {
+		t.Errorf("run on a busy address = %d, %q; want %d naming %s", code, stderr.String(), exitFailure, addr)
+	}
+}
+
+// servery is the real program (the test binary running main's run) in a
+// child process.
+type servery struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr string // path of its log file
+	addr   string
+	exited chan struct{}
+	status error
+}
+
+var (
+	servingRe = regexp.MustCompile(`msg=serving .*url=https?://([^/ ]+)/`)
+	startedRe = regexp.MustCompile(`msg="worker started" worker=\d+ pid=(\d+)`)
+)
+
+// startServery starts servery with args and waits until it serves. Cleanup
+// kills it and every worker it logged, whatever the test did.
+func startServery(t *testing.T, args ...string) *servery {
+	t.Helper()
+	s := &servery{t: t, stderr: filepath.Join(t.TempDir(), "stderr.log"), exited: make(chan struct{})}
+	logf, err := os.Create(s.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	s.cmd = exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	s.cmd.Env = append(os.Environ(), mainEnv+"=1")
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.status = s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(s.kill)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.addr == "" {
+		if m := servingRe.FindStringSubmatch(s.logs()); m != nil {
+			s.addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("servery did not start serving:\n%s", s.logs())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s
+}
+
+func (s *servery) logs() string {
+	b, _ := os.ReadFile(s.stderr)
+	return string(b)
+}
+
+// workerPIDs returns the pids of the workers it started.
+func (s *servery) workerPIDs() []int {
+	var pids []int
+	for _, m := range startedRe.FindAllStringSubmatch(s.logs(), -1) {
+		pid, _ := strconv.Atoi(m[1])
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func (s *servery) signal(sig syscall.Signal) {
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// wait waits up to within for servery to exit and returns its exit code.
+func (s *servery) wait(within time.Duration) int {
+	s.t.Helper()
+	select {
+	case <-s.exited:
+		return s.cmd.ProcessState.ExitCode()
+	case <-time.After(within):
+		s.t.Fatalf("servery still running after %v:\n%s", within, s.logs())
+		return -1
+	}
+}
+
+func (s *servery) kill() {
+	s.cmd.Process.Kill()
+	<-s.exited
+	for _, pid := range s.workerPIDs() {
+		syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	if s.t.Failed() {
+		s.t.Logf("servery logs:\n%s", s.logs())
+	}
+}
+
+// assertNoWorkersLeft fails unless every worker it started is gone.
+func (s *servery) assertNoWorkersLeft() {
+	s.t.Helper()
+	for _, pid := range s.workerPIDs() {
+		if !waitGone(pid, 2*time.Second) {
+			s.t.Errorf("worker pid %d outlived servery", pid)
+		}
+	}
+}
+
+// siteWithBigFile returns a directory with index.html and a 32 MiB file,
+// large enough that a client that reads slowly keeps a response in flight.
+func siteWithBigFile(t *testing.T) (dir string, size int) {
+	dir = t.TempDir()
+	size = 32 << 20
+	writeFile(t, dir, "index.html", "hello")
+	writeFile(t, dir, "big.bin", strings.Repeat("y", size))
+	return dir, size
+}
+
+// startBigDownload requests big.bin and reads its first 64 KiB, leaving
+// the rest of the response in flight.
+func startBigDownload(t *testing.T, addr string) io.ReadCloser {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	return resp.Body
+}
+
+func TestStopSignalLetsInFlightResponseFinish(t *testing.T) {
+	for _, tc := range []struct {
+		workers string
+		sig     syscall.Signal
+	}{
+		{"1", syscall.SIGTERM}, {"1", syscall.SIGINT}, {"2", syscall.SIGTERM}, {"2", syscall.SIGINT},
+	} {
+		t.Run(fmt.Sprintf("workers=%s/%v", tc.workers, tc.sig), func(t *testing.T) {
+			if tc.workers != "1" {
+				skipWithoutWorkers(t)
+			}
+			dir, size := siteWithBigFile(t)
+			s := startServery(t, "-dir", dir, "-workers", tc.workers)
+			body := startBigDownload(t, s.addr)
+			defer body.Close()
+			s.signal(tc.sig)
+			time.Sleep(200 * time.Millisecond) // the stop is under way
+			n, err := io.Copy(io.Discard, body)
+			if err != nil || int(n)+64<<10 != size {
+				t.Errorf("in-flight response: %d bytes, %v; want all %d", int(n)+64<<10, err, size)
+			}
+			if code := s.wait(10 * time.Second); code != exitOK {
+				t.Errorf("exit status %d; want 0", code)
+			}
+			s.assertNoWorkersLeft()
+		})
+	}
+}
+
+func TestSecondSignalSkipsTheDrain(t *testing.T) {
+	for _, workers := range []string{"1", "2"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			if workers != "1" {
+				skipWithoutWorkers(t)
+			}
+			dir, _ := siteWithBigFile(t)
+			s := startServery(t, "-dir", dir, "-workers", workers, "-drain-timeout", "60s", "-force-timeout", "90s")
+			body := startBigDownload(t, s.addr) // and never read the rest
+			defer body.Close()
+			s.signal(syscall.SIGINT)
+			time.Sleep(300 * time.Millisecond)
+			s.signal(syscall.SIGINT)
+			if code := s.wait(10 * time.Second); code != exitOK {
+				t.Errorf("exit status %d; want 0", code)
+			}
+			s.assertNoWorkersLeft()
+		})
+	}
+}
+
+func TestRealBinaryExitsOneWhenAWorkerIsLost(t *testing.T) {
+	skipWithoutWorkers(t)
+	s := startServery(t, "-dir", t.TempDir(), "-workers", "2")
+	pids := s.workerPIDs()
+	if len(pids) != 2 {
+		t.Fatalf("logged worker pids %v; want 2", pids)
+	}
+	syscall.Kill(pids[0], syscall.SIGKILL)
+	if code := s.wait(10 * time.Second); code != exitFailure {
+		t.Errorf("exit status %d; want 1", code)
+	}
+	s.assertNoWorkersLeft()
+}
+
+func TestSelfSignedIdentityServesHTTPS(t *testing.T) {
+	s := startServery(t, "-dir", t.TempDir(), "-tls-self-signed")
+	conn, err := tls.Dial("tcp", s.addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st := conn.ConnectionState()
+	if st.Version < tls.VersionTLS12 {
+		t.Errorf("TLS version %x; want at least 1.2", st.Version)
+	}
+	if !strings.Contains(s.logs(), "sha256=") {
+		t.Errorf("the fingerprint was not logged:\n%s", s.logs())
+	}
+}
