@@ -16,6 +16,7 @@ import (
 // config is everything the command line says.
 type config struct {
 	Addr           string
+	AddrSet        bool // -addr was given, not defaulted
 	Workers        int
 	StartupTimeout time.Duration
 	ForceTimeout   time.Duration
@@ -50,6 +51,7 @@ func parseConfig(args []string, out io.Writer) (*config, error) {
 		}
 		return nil, err
 	}
+	fs.Visit(func(f *flag.Flag) { cfg.AddrSet = cfg.AddrSet || f.Name == "addr" })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see -help)", fs.Arg(0))
 	}

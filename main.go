@@ -48,20 +48,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	activated, isActivated, err := activatedListener()
+	if err != nil {
+		fmt.Fprintf(stderr, "servery: socket activation: %v\n", err)
+		return exitUsage
+	}
 	if err := cfg.makeIdentity(log); err != nil {
 		log.Error("tls", "err", err)
 		return exitFailure
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := listen(cfg, activated, isActivated, log)
 	if err != nil {
 		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
 		return exitFailure
 	}
 	stop, hurry := watchSignals(log)
+	n := newNotifier(log)
 	if cfg.Workers == 1 {
-		return runDirect(cfg, ln, stop, hurry, log)
+		return runDirect(cfg, ln, stop, hurry, n, log)
 	}
-	return runSupervised(cfg, ln, stop, hurry, log)
+	return runSupervised(cfg, ln, stop, hurry, n, log)
+}
+
+// listen returns the socket systemd passed, if any, or binds -addr. A
+// passed socket wins over an explicit -addr, and the log says so: the unit
+// file, not the command line, owns the address then.
+func listen(cfg *config, activated net.Listener, isActivated bool, log *slog.Logger) (net.Listener, error) {
+	if !isActivated {
+		return net.Listen("tcp", cfg.Addr)
+	}
+	if cfg.AddrSet {
+		log.Warn("socket activation: the passed socket wins over -addr", "addr", cfg.Addr, "socket", activated.Addr().String())
+	}
+	log.Info("socket activation", "socket", activated.Addr().String())
+	return activated, nil
 }
 
 // watchSignals is the signal front end. The first SIGINT or SIGTERM closes
@@ -83,7 +103,7 @@ func watchSignals(log *slog.Logger) (stop <-chan struct{}, hurry context.Context
 }
 
 // runDirect serves in this process until a signal, then drains.
-func runDirect(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, log *slog.Logger) int {
+func runDirect(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, n *notifier, log *slog.Logger) int {
 	srv, err := newServer(cfg.Runtime, log)
 	if err != nil {
 		ln.Close()
@@ -94,12 +114,14 @@ func runDirect(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context
 	go func() { served <- srv.serve(ln) }()
 	log.Info("serving", "dir", cfg.Runtime.Dir, "url", cfg.url(ln), "workers", 1,
 		"ready_in", time.Since(processStart).Round(100*time.Microsecond))
+	n.notify("READY=1", "STATUS=serving with 1 worker (direct mode)")
 	select {
 	case err := <-served:
 		log.Error("serving stopped", "err", err)
 		return exitFailure
 	case <-stop:
 	}
+	n.notify("STOPPING=1")
 	err = srv.drain(hurry)
 	st := srv.stats()
 	log.Info("stopped", "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
@@ -108,8 +130,9 @@ func runDirect(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context
 
 // runSupervised runs one generation of workers until a signal or a lost
 // worker, then stops it.
-func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, log *slog.Logger) int {
+func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, n *notifier, log *slog.Logger) int {
 	sup := newSupervisor(cfg.supervisor(), ln, log)
+	sup.notify = n.notify
 	startCtx, cancelStart := context.WithCancel(context.Background())
 	go func() {
 		<-stop
@@ -122,6 +145,8 @@ func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry con
 	}
 	log.Info("serving", "dir", cfg.Runtime.Dir, "url", cfg.url(ln), "workers", cfg.Workers,
 		"pids", fmt.Sprint(sup.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
+	// Only now, with every worker accepting, is the service ready.
+	n.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", cfg.Workers))
 	if err := sup.Wait(); err != nil {
 		log.Error("stopped with error", "err", err)
 		return exitFailure

@@ -121,14 +121,21 @@ var (
 // kills it and every worker it logged, whatever the test did.
 func startServery(t *testing.T, args ...string) *servery {
 	t.Helper()
-	s := &servery{t: t, stderr: filepath.Join(t.TempDir(), "stderr.log"), exited: make(chan struct{})}
+	cmd := exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	return launchServery(t, cmd)
+}
+
+// launchServery starts cmd, which runs servery's main, and waits until it
+// serves.
+func launchServery(t *testing.T, cmd *exec.Cmd) *servery {
+	t.Helper()
+	s := &servery{t: t, cmd: cmd, stderr: filepath.Join(t.TempDir(), "stderr.log"), exited: make(chan struct{})}
 	logf, err := os.Create(s.stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	s.cmd = exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	s.cmd.Env = append(os.Environ(), mainEnv+"=1")
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

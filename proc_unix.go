@@ -56,3 +56,28 @@ func setNonblock(ln net.Listener) error {
 	}
 	return serr
 }
+
+// checkListening reports whether f is a socket in the listening state, so
+// a connected or datagram socket passed by a service manager is refused
+// with a clear error instead of failing at the first accept.
+func checkListening(f *os.File) error {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var listening int
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		listening, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_ACCEPTCONN)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNotListening, err)
+	}
+	if listening == 0 {
+		return errNotListening
+	}
+	return nil
+}

@@ -23,3 +23,7 @@ func signalGroup(int, os.Signal) error { return errNoWorkers }
 
 // setNonblock is never reached on Windows, where no worker is started.
 func setNonblock(net.Listener) error { return errNoWorkers }
+
+// checkListening cannot inspect a socket on Windows; systemd does not
+// exist there, so no socket is ever passed.
+func checkListening(*os.File) error { return errNoWorkers }

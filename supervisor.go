@@ -49,6 +49,9 @@ type Supervisor struct {
 	ln   net.Listener
 	log  *slog.Logger
 	seam procSeam
+	// notify tells the service manager about the generation, as sd_notify
+	// states such as "STOPPING=1"; main sets it, and it defaults to nothing.
+	notify func(states ...string)
 
 	startedAt time.Time
 	procs     []*workerProc
@@ -74,6 +77,7 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 		ln:     ln,
 		log:    log,
 		seam:   procSeam{command: selfCommand, signal: signalGroup},
+		notify: func(...string) {},
 		events: make(chan event),
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
@@ -264,6 +268,7 @@ func (s *Supervisor) observe(ev event) {
 	}
 	lost := &workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err}
 	s.log.Error("worker lost", "worker", p.index, "pid", p.pid, "reason", reason)
+	s.notify("STATUS=" + lost.Error())
 	s.beginStop(fmt.Errorf("generation lost %w", lost), s.cfg.DrainTimeout)
 }
 
@@ -277,6 +282,7 @@ func (s *Supervisor) beginStop(cause error, drain time.Duration) {
 		s.stopping = true
 		s.lost = cause
 		s.mu.Unlock()
+		s.notify("STOPPING=1")
 		go s.stop(drain)
 	})
 }
