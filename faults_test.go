@@ -29,6 +29,12 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// Under -race every process sleeps a second in os.Exit (the race
+	// runtime's atexit_sleep_ms) while still holding its descriptors; the
+	// processes the tests start should exit when they say they do.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	switch {
 	case os.Getenv(workerEnv) != "":
 		os.Exit(testWorker(os.Getenv(faultEnv)))
@@ -59,26 +65,17 @@ const (
 func testWorker(fault string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("fault", fault)
 	delay := faultDelay()
-	var wio workerIO
-	if fault != faultHang {
-		wio = realWorkerIO(log)
-	}
 	switch fault {
 	case "":
 		return workerEntry(os.Getenv(workerEnv))
-	case faultFail:
-		newLineReader(os.Stdin).next()
-		(&lineWriter{w: os.Stdout}).send(message{Type: msgFailed, Reason: "injected failure"})
-		return 1
-	case faultExit:
-		return 3
-	case faultGarbage:
-		fmt.Println("this is not the protocol")
-		io.Copy(io.Discard, os.Stdin)
-		return 1
-	case faultHang:
-		time.Sleep(time.Hour)
-		return 1
+	case faultFail, faultExit, faultGarbage, faultHang:
+		return brokenWorker(fault)
+	}
+	// The rest run the real worker through a changed workerIO. Only they
+	// wrap fd 3 in a File: two Files for one descriptor would close it
+	// twice, the second time after the number was reused.
+	wio := realWorkerIO(log)
+	switch fault {
 	case faultSlowPrepared:
 		wio.out = &delayedWriter{w: os.Stdout, match: `"prepared"`, delay: delay}
 	case faultSlowReady:
@@ -98,6 +95,24 @@ func testWorker(fault string) int {
 		return 1
 	}
 	return runWorker(wio)
+}
+
+// brokenWorker misbehaves without ever running the real worker.
+func brokenWorker(fault string) int {
+	switch fault {
+	case faultFail:
+		newLineReader(os.Stdin).next()
+		(&lineWriter{w: os.Stdout}).send(message{Type: msgFailed, Reason: "injected failure"})
+		return 1
+	case faultGarbage:
+		fmt.Println("this is not the protocol")
+		io.Copy(io.Discard, os.Stdin)
+		return 1
+	case faultHang:
+		time.Sleep(time.Hour)
+		return 1
+	}
+	return 3 // faultExit
 }
 
 // realWorkerIO is what workerMain would use.

@@ -58,9 +58,10 @@ type Supervisor struct {
 	events    chan event // from every worker's reader, in arrival order
 	readers   sync.WaitGroup
 
-	mu       sync.Mutex
-	stopping bool
-	lost     error // the first worker lost after ready
+	mu        sync.Mutex
+	startDone chan struct{} // closed when Start returns; nil until it is called
+	stopping  bool
+	lost      error // the first worker lost after ready
 
 	stopOnce  sync.Once
 	hurryOnce sync.Once
@@ -98,8 +99,16 @@ func selfCommand(int) (*exec.Cmd, error) {
 // any worker fails, exits or misbehaves first, the startup timeout passes
 // or ctx is cancelled, Start rolls the whole generation back, waits until
 // no worker is left, and returns an error that names the worker. Start is
-// called once; Stop and Wait may be called after it returns.
+// called once.
 func (s *Supervisor) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopping || s.startDone != nil {
+		s.mu.Unlock()
+		return errors.New("start: supervisor already started or stopped")
+	}
+	s.startDone = make(chan struct{})
+	s.mu.Unlock()
+	defer close(s.startDone)
 	s.startedAt = time.Now()
 	s.log.Info("generation starting", "workers", s.cfg.Workers, "addr", s.ln.Addr().String())
 	err := s.spawnAll()
@@ -128,7 +137,17 @@ func (s *Supervisor) Start(ctx context.Context) error {
 // so survivors are terminated at once. Stop returns nil only if every
 // worker was reaped and none was lost; it is safe to call more than once
 // and from several goroutines, and each call returns the same result.
+//
+// A Start in progress owns the generation until it returns, so Stop first
+// waits for it; to cut a startup short, cancel Start's context. Stop
+// before Start closes the listener, and a later Start fails.
 func (s *Supervisor) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	startDone := s.startDone
+	s.mu.Unlock()
+	if startDone != nil {
+		<-startDone
+	}
 	s.beginStop(nil, s.cfg.DrainTimeout)
 	select {
 	case <-s.done:

@@ -128,10 +128,36 @@ func (h *harness) assertAllGone() {
 	if pid := h.grandchild(); pid > 0 && !waitGone(pid, 2*time.Second) {
 		h.t.Errorf("grandchild (pid %d) still alive", pid)
 	}
-	if c, err := net.DialTimeout("tcp", h.addr, time.Second); err == nil {
-		c.Close()
+	if !portRefusesWithin(h.addr, 2*time.Second) {
 		h.t.Errorf("port %s still accepts connections", h.addr)
 	}
+}
+
+// portRefusesWithin polls until addr refuses connections. The last holder
+// of a listener may be a killed process whose threads are still tearing
+// down when it is already reaped or a zombie, so allow the kernel a moment.
+func portRefusesWithin(addr string, within time.Duration) bool {
+	began := time.Now()
+	for portAccepts(addr) {
+		if time.Since(began) > within {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// portAccepts reports whether something listens on addr. A dial to a
+// closed port in the ephemeral range can connect to itself (TCP
+// simultaneous open, when the kernel picks the same port as source), which
+// is no listener.
+func portAccepts(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	return c.LocalAddr().String() != c.RemoteAddr().String()
 }
 
 // counters returns each worker's reported counters, after a stop.
@@ -144,7 +170,9 @@ func (h *harness) counters() []*workerStats {
 }
 
 // gone reports whether pid no longer runs: it does not exist, or it is a
-// zombie waiting for a parent (such as a non-reaping init) to collect it.
+// zombie waiting for a parent (such as a non-reaping init) to collect it
+// and holds no descriptors. The leader of a multi-threaded process shows
+// as a zombie while its other threads still tear down, files included.
 func gone(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return true
@@ -156,7 +184,11 @@ func gone(pid int) bool {
 	// The state follows the parenthesised command name.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+	if i < 0 || len(s) < i+3 || s[i+2] != 'Z' {
+		return false
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(fds) == 0
 }
 
 // waitGone polls until pid is gone or within passes.
