@@ -536,3 +536,36 @@ func TestOneTLSIdentityAcrossWorkers(t *testing.T) {
 		t.Errorf("%d workers accepted connections; want the identity checked across several", answering)
 	}
 }
+
+// BenchmarkGenerationStartStop measures a whole idle generation of four
+// workers: spawn, barrier, ready, then stop and reap.
+func BenchmarkGenerationStartStop(b *testing.B) {
+	if !multiWorker {
+		b.Skip("worker processes need Unix")
+	}
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var start, stop time.Duration
+	for b.Loop() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		sup := newSupervisor(testConfig(dir, 4), ln, log)
+		t0 := time.Now()
+		if err := sup.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := sup.Stop(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		start += t1.Sub(t0)
+		stop += time.Since(t1)
+	}
+	b.ReportMetric(float64(start.Microseconds())/float64(b.N)/1000, "ms-to-ready")
+	b.ReportMetric(float64(stop.Microseconds())/float64(b.N)/1000, "ms-to-stop")
+}
