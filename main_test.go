@@ -193,6 +193,7 @@ func (s *servery) kill() {
 	for _, pid := range s.workerPIDs() {
 		syscall.Kill(-pid, syscall.SIGKILL)
 	}
+	assertNoRaceReports(s.t, s.stderr)
 	if s.t.Failed() {
 		s.t.Logf("servery logs:\n%s", s.logs())
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 )
 
@@ -80,4 +81,21 @@ func checkListening(f *os.File) error {
 		return errNotListening
 	}
 	return nil
+}
+
+// closeInheritedOnExec marks every descriptor above stderr close-on-exec.
+// Go opens its own that way, but whatever servery itself inherited without
+// the flag (a shell's stray fd, a service manager's extra socket) would
+// otherwise pass into every worker, which must hold exactly stdin, stdout,
+// stderr and the listener.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/dev/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }

@@ -27,3 +27,6 @@ func setNonblock(net.Listener) error { return errNoWorkers }
 // checkListening cannot inspect a socket on Windows; systemd does not
 // exist there, so no socket is ever passed.
 func checkListening(*os.File) error { return errNoWorkers }
+
+// closeInheritedOnExec does nothing: no worker is started on Windows.
+func closeInheritedOnExec() {}

@@ -176,6 +176,7 @@ func (s *Supervisor) pids() []int {
 
 // spawnAll starts every worker and sends each its configuration.
 func (s *Supervisor) spawnAll() error {
+	closeInheritedOnExec()
 	lnFile, err := listenerFile(s.ln)
 	if err != nil {
 		return err

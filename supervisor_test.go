@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -91,11 +92,26 @@ func (h *harness) cleanup() {
 	if pid := h.grandchild(); pid > 0 {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+	assertNoRaceReports(h.t, h.logs.Name())
 	if h.t.Failed() {
 		b, _ := os.ReadFile(h.logs.Name())
 		h.t.Logf("logs:\n%s", b)
 	}
 	h.logs.Close()
+}
+
+// assertNoRaceReports fails the test if the log at path, which child
+// processes wrote their stderr to, holds a race report. A race in a worker
+// changes only its exit status, which no stop path checks.
+func assertNoRaceReports(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
+		t.Errorf("a child process reported a data race:\n%s", b[i:min(len(b), i+4000)])
+	}
 }
 
 // start starts the generation and fails the test if it does not start.
