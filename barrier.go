@@ -175,9 +175,9 @@ func (e *workerError) Unwrap() error { return e.Err }
 // errStartupTimeout is wrapped by Start's error when -startup-timeout passes.
 var errStartupTimeout = errors.New("startup timeout")
 
-// barrier runs the two phases of startup: it waits until every worker has
-// reported prepared, sends commit to all of them, and waits until every
-// worker has reported ready. It blocks until that completes or until the
+// barrier runs startup over the started workers: it sends each its
+// configuration, waits until every worker has reported prepared, sends
+// commit to all of them, and waits until every worker has reported ready. It blocks until that completes or until the
 // first worker fails, exits or misbehaves, the startup timeout passes or
 // ctx is cancelled; the caller then rolls the whole generation back.
 //
@@ -188,19 +188,33 @@ func (s *Supervisor) barrier(ctx context.Context) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.StartupTimeout,
 		fmt.Errorf("%w after %v", errStartupTimeout, s.cfg.StartupTimeout))
 	defer cancel()
+	deadline, _ := ctx.Deadline()
+	for _, p := range s.procs {
+		cfg := workerConfig{Index: p.index, runtimeConfig: s.cfg.Runtime}
+		s.sendBy(p, deadline, message{Type: msgConfig, Version: protocolVersion, Config: &cfg})
+	}
 	if err := s.await(ctx, stagePrepared); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	s.log.Info("committing", "workers", len(s.procs), "prepared_in", s.since())
 	for _, p := range s.procs {
-		if err := p.send(message{Type: msgCommit}); err != nil {
-			return &workerError{Index: p.index, PID: p.pid, Reason: err.Error(), Err: err}
-		}
+		s.sendBy(p, deadline, message{Type: msgCommit})
 	}
 	if err := s.await(ctx, stageReady); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// sendBy writes one message to a worker's stdin, giving up at deadline so
+// that a worker that never reads cannot hold startup past its timeout once
+// the pipe's buffer is full. A failed write is only logged: the worker has
+// exited or is stuck, and await reports which, with the better reason.
+func (s *Supervisor) sendBy(p *workerProc, deadline time.Time, m message) {
+	p.stdin.SetWriteDeadline(deadline)
+	if err := p.out.send(m); err != nil {
+		s.log.Warn("cannot write to worker", "worker", p.index, "pid", p.pid, "err", err)
+	}
 }
 
 // await blocks until every worker has reached stage. Any other event, the

@@ -82,7 +82,8 @@ func (s *Supervisor) escalate(began time.Time, drain time.Duration) error {
 const finalGrace = time.Second
 
 // waitReaped blocks until every worker is reaped (true), or until deadline
-// passes or hurry closes (false).
+// passes or hurry closes (false, unless the last exit came at that very
+// moment: select picks at random among ready cases).
 func (s *Supervisor) waitReaped(deadline time.Time, hurry <-chan struct{}) bool {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -90,9 +91,9 @@ func (s *Supervisor) waitReaped(deadline time.Time, hurry <-chan struct{}) bool 
 		select {
 		case <-p.exited:
 		case <-timer.C:
-			return false
+			return len(s.survivors()) == 0
 		case <-hurry:
-			return false
+			return len(s.survivors()) == 0
 		}
 	}
 	return true

@@ -117,11 +117,10 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	}
 	if err != nil {
 		s.log.Error("startup failed, rolling back", "err", err)
-		err = fmt.Errorf("start: %w", err)
-		s.beginStop(err, 0)
+		s.beginStop(fmt.Errorf("start: %w", err), 0)
 		go s.monitor() // the barrier no longer reads events
 		<-s.done
-		return err
+		return s.err // the start error, and any survivor of the rollback
 	}
 	s.log.Info("generation ready", "workers", len(s.procs), "ready_in", s.since())
 	go s.monitor()
@@ -144,6 +143,11 @@ func (s *Supervisor) Start(ctx context.Context) error {
 func (s *Supervisor) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	startDone := s.startDone
+	if startDone == nil {
+		// Decided under the same lock Start takes: no Start can slip in
+		// and spawn workers this stop would never see.
+		s.stopping = true
+	}
 	s.mu.Unlock()
 	if startDone != nil {
 		<-startDone
@@ -174,7 +178,7 @@ func (s *Supervisor) pids() []int {
 	return pids
 }
 
-// spawnAll starts every worker and sends each its configuration.
+// spawnAll starts every worker, each with the listener as its fd 3.
 func (s *Supervisor) spawnAll() error {
 	closeInheritedOnExec()
 	lnFile, err := listenerFile(s.ln)
@@ -198,12 +202,6 @@ func (s *Supervisor) spawnAll() error {
 	// every worker is started, before any of them may accept.
 	if err := setNonblock(s.ln); err != nil {
 		return fmt.Errorf("restore non-blocking listener: %w", err)
-	}
-	for _, p := range s.procs {
-		cfg := workerConfig{Index: p.index, runtimeConfig: s.cfg.Runtime}
-		if err := p.send(message{Type: msgConfig, Version: protocolVersion, Config: &cfg}); err != nil {
-			return &workerError{Index: p.index, PID: p.pid, Reason: err.Error(), Err: err}
-		}
 	}
 	return nil
 }
@@ -319,6 +317,9 @@ func (s *Supervisor) stop(drain time.Duration) {
 	s.release()
 	s.logCounters()
 	s.err = errors.Join(s.lost, err)
+	if err != nil {
+		s.log.Error("stop failed", "err", err)
+	}
 	s.log.Info("generation stopped", "took", time.Since(began).Round(100*time.Microsecond), "clean", s.err == nil)
 	close(s.done)
 }
@@ -429,9 +430,6 @@ func (s *Supervisor) spawn(index int, lnFile *os.File) (*workerProc, error) {
 	go s.reap(p)
 	return p, nil
 }
-
-// send writes one message to the worker's stdin.
-func (p *workerProc) send(m message) error { return p.out.send(m) }
 
 // read forwards the worker's messages as events until its stdout ends or
 // carries a line that does not decode. It keeps the final counters itself,

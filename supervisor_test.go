@@ -428,6 +428,37 @@ func TestSurvivorIsReportedAsError(t *testing.T) {
 	}
 }
 
+func TestRollbackSurvivorIsReportedByStart(t *testing.T) {
+	h := newHarness(t, 2, map[int]string{1: faultHang}, func(c *supervisorConfig) {
+		c.StartupTimeout = 300 * time.Millisecond
+		c.DrainTimeout, c.ForceTimeout = 100*time.Millisecond, 300*time.Millisecond
+	})
+	h.sup.seam.signal = func(pid int, sig os.Signal) error {
+		if pid == h.sup.pids()[1] {
+			return nil // this kill never lands
+		}
+		return signalGroup(pid, sig)
+	}
+	err := h.sup.Start(context.Background())
+	if !errors.Is(err, errStartupTimeout) || !strings.Contains(err.Error(), "survived the kill deadline") {
+		t.Fatalf("Start() = %v; want the startup timeout and the survivor of the rollback", err)
+	}
+}
+
+func TestStopBeforeStartClosesListenerAndRefusesStart(t *testing.T) {
+	h := newHarness(t, 2, nil)
+	if err := h.sup.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop() before Start = %v; want nil", err)
+	}
+	if err := h.sup.Start(context.Background()); err == nil {
+		t.Fatal("Start() after Stop = nil; want an error")
+	}
+	if len(h.sup.pids()) != 0 {
+		t.Errorf("workers %v started after Stop; want none", h.sup.pids())
+	}
+	h.assertAllGone()
+}
+
 func TestStopAndWaitAreIdempotent(t *testing.T) {
 	h := newHarness(t, 2, nil)
 	h.start()

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# model/check.sh -- model-check model/lifecycle.pml with spin.
+#
+# For N = 2 and N = 3 workers it runs exhaustive searches (no bitstate, no
+# hash compaction):
+#   safety+deadlock  assertions and invalid end states
+#   no_cycles        the state graph has no cycle at all, so every run ends
+#                    in a state where nothing can move (the model's
+#                    "Scheduling" note rests on this)
+#   ltl <name>       each ltl formula of the model, on its own (-N name)
+# Then it breaks a copy of the model on purpose (the parent commits before
+# the prepared quorum) and requires spin to report property 1 violated.
+#
+# Any error, counterexample or incomplete search fails the script. Files
+# pan writes stay in a temporary directory. JOBS (default 2) searches run
+# at once.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+model="$here/lifecycle.pml"
+depth=100000        # pan -m; the searches reach depth ~260
+safety_ltl="no_early_accept start_ok_all_ready"   # [] p: a safety search suffices
+liveness_ltl="start_returns stop_ends orphans_end lost_worker_stops"
+jobs=${JOBS:-2}
+cc=${CC:-cc}
+
+if ! command -v spin >/dev/null 2>&1; then
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	echo "spin not found; installing it with apt-get"
+	$sudo apt-get update
+	$sudo apt-get install -y spin
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/lifecycle-check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+start=$(date +%s)
+
+# bg DIR LOG CMD...: run CMD in DIR with its output in LOG, at most $jobs at once
+bg() {
+	local dir=$1 log=$2
+	shift 2
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+	( cd "$dir" && "$@" >"$log" 2>&1 ) &
+}
+
+# ---------------------------------------------------------------- build
+broken_from='pending = N;  /\* the prepared quorum: one from every worker \*/'
+broken_to='pending = 0;  /* BROKEN: commit before the prepared quorum */'
+if [ "$(grep -c "$broken_from" "$model")" -ne 1 ]; then
+	echo "FAIL  the quorum line the broken variant changes is not in the model"
+	exit 1
+fi
+b="$work/broken"
+mkdir -p "$b/claim"
+sed "s|$broken_from|$broken_to|" "$model" >"$b/early.pml"
+# the same, less the worker's assertion: the ltl claim alone must catch it
+sed 's|assert(nprepared == N);|skip; /* assertion removed */|' "$b/early.pml" >"$b/claim/early.pml"
+if cmp -s "$b/early.pml" "$b/claim/early.pml"; then
+	echo "FAIL  the broken variant: the property-1 assertion to remove is not in the model"
+	exit 1
+fi
+
+for n in 2 3; do
+	mkdir -p "$work/n$n"
+	cp "$model" "$work/n$n/lifecycle.pml"
+	(cd "$work/n$n" && spin -a -DN="$n" lifecycle.pml >spin.out)
+done
+(cd "$b" && spin -a -DN=2 early.pml >spin.out)
+(cd "$b/claim" && spin -a -DN=2 early.pml >spin.out)
+
+for n in 2 3; do
+	bg "$work/n$n" cc_safety.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan_safety pan.c
+	bg "$work/n$n" cc_np.log $cc -O2 -w -DNP -DNOCLAIM -o pan_np pan.c
+	bg "$work/n$n" cc_claim_safety.log $cc -O2 -w -DSAFETY -o pan_claim_safety pan.c
+	bg "$work/n$n" cc_claim.log $cc -O2 -w -o pan_claim pan.c
+done
+bg "$b" cc.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan pan.c
+bg "$b/claim" cc.log $cc -O2 -w -DSAFETY -o pan pan.c
+wait
+for f in "$work"/n2/pan_safety "$work"/n2/pan_np "$work"/n2/pan_claim_safety "$work"/n2/pan_claim \
+	"$work"/n3/pan_safety "$work"/n3/pan_np "$work"/n3/pan_claim_safety "$work"/n3/pan_claim \
+	"$b/pan" "$b/claim/pan"; do
+	if [ ! -x "$f" ]; then
+		echo "FAIL  could not compile $f:"
+		cat "$(dirname "$f")"/cc*.log
+		exit 1
+	fi
+done
+
+# --------------------------------------------------------------- search
+checks=()   # "N name log" in report order
+for n in 3 2; do            # the big ones first, to keep both cores busy
+	d="$work/n$n"
+	bg "$d" no_cycles.log ./pan_np -l -m$depth
+	bg "$d" safety.log ./pan_safety -m$depth
+	for p in $liveness_ltl; do bg "$d" "$p.log" ./pan_claim -a -m$depth -N "$p"; done
+	for p in $safety_ltl; do bg "$d" "$p.log" ./pan_claim_safety -m$depth -N "$p"; done
+done
+bg "$b" pan.log ./pan -m$depth
+bg "$b/claim" pan.log ./pan -m$depth -N no_early_accept
+wait
+for n in 2 3; do
+	checks+=("$n safety+deadlock safety.log" "$n no_cycles no_cycles.log")
+	for p in $safety_ltl $liveness_ltl; do checks+=("$n ltl_$p $p.log"); done
+done
+
+# --------------------------------------------------------------- report
+failed=0
+for c in "${checks[@]}"; do
+	read -r n name logname <<<"$c"
+	log="$work/n$n/$logname"
+	problems=""
+	grep -Eq 'errors: 0$' "$log" || problems+=" no 'errors: 0'"
+	grep -Eq 'errors: [1-9]' "$log" && problems+=" errors reported"
+	# pan:1: assertion violated | acceptance cycle | invalid end state | ...
+	if grep -Eq '^pan:[0-9]+:' "$log"; then problems+=" $(grep -Em1 '^pan:[0-9]+:' "$log")"; fi
+	if grep -Eqi 'search depth too small|search not completed|out of memory' "$log"; then
+		problems+=" incomplete search"
+	fi
+	states=$(awk '/states, stored/ {print $1; exit}' "$log")
+	reached=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$log" | head -1)
+	secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' "$log" | head -1)
+	label="N=$n ${name/_/ }"
+	if [ -z "$problems" ]; then
+		printf 'ok    %-28s states %9s  depth %3s  %6ss\n' "$label" "${states:-?}" "${reached:-?}" "${secs:-?}"
+	else
+		printf 'FAIL  %-28s%s\n' "$label" "$problems"
+		sed 's/^/    | /' "$log" | head -40
+		failed=1
+	fi
+done
+
+caught=1
+if grep -Eq 'errors: [1-9]' "$b/pan.log" && grep -Eq 'assertion violated \(nprepared==2\)' "$b/pan.log"; then
+	printf 'ok    %-28s spin reports %s\n' "broken: assertion" \
+		"$(grep -Eo 'assertion violated \(nprepared==2\) \(at depth [0-9]+\)' "$b/pan.log")"
+else
+	printf 'FAIL  %-28s the early commit went unnoticed\n' "broken: assertion"
+	caught=0
+fi
+if grep -Eq 'errors: [1-9]' "$b/claim/pan.log" \
+	&& grep -Eq 'assertion violated +!\( *!\(\( *!\(any_accepting\)\|\|\(nprepared==2\)\)\)\)' "$b/claim/pan.log"; then
+	printf 'ok    %-28s spin reports ltl no_early_accept violated (%s)\n' "broken: ltl" \
+		"$(grep -Eo 'at depth [0-9]+' "$b/claim/pan.log" | head -1)"
+else
+	printf 'FAIL  %-28s the early commit went unnoticed\n' "broken: ltl"
+	caught=0
+fi
+if [ "$caught" -eq 1 ]; then
+	echo "      the counterexample: commit goes out, a worker accepts, nprepared < N"
+	(cd "$b" && spin -t -p -DN=2 early.pml 2>&1) \
+		| grep -E 'run Worker|stdin_sent\[i\] = |nprepared = \(|q_bad = \(|assert\(' \
+		| awk '{$1=$1; print "      | " substr($0, 1, 110)}' || true
+else
+	failed=1
+fi
+
+echo "total $(($(date +%s) - start))s"
+if [ "$failed" -ne 0 ]; then
+	echo "model check FAILED"
+	exit 1
+fi
+echo "model check passed"
