@@ -45,7 +45,8 @@ func (srv *server) drain(hurry context.Context) error {
 // All workers are waited on together, never one after another, so the
 // stop takes as long as the slowest worker, not the sum.
 func (s *Supervisor) escalate(began time.Time, drain time.Duration) error {
-	s.log.Info("stop begun", "workers", len(s.procs), "drain_timeout", drain, "force_timeout", s.cfg.ForceTimeout)
+	force := s.cfg.ForceTimeout - s.cfg.DrainTimeout + drain
+	s.log.Info("stop begun", "workers", len(s.procs), "terminate_after", drain, "kill_after", force)
 	// Close the parent's copy first: once every worker has closed its own,
 	// the kernel refuses new connections instead of queueing them for a
 	// listener nobody will accept on.
@@ -53,7 +54,6 @@ func (s *Supervisor) escalate(began time.Time, drain time.Duration) error {
 	for _, p := range s.procs {
 		p.stdin.Close() // EOF is the drain signal
 	}
-	force := s.cfg.ForceTimeout - s.cfg.DrainTimeout + drain
 	stages := []struct {
 		at     time.Duration
 		hurry  <-chan struct{}

@@ -38,16 +38,23 @@ SERVER_CPU=${SERVER_CPU:-0}  # one-core rows: server here ...
 WRK_CPU=${WRK_CPU:-1}        # ... and wrk here
 PAIR_CPUS=${PAIR_CPUS:-0-1}  # two-core rows: server and wrk both here
 STOP_WAIT=${STOP_WAIT:-20}   # seconds a server gets to exit after SIGTERM
+SECTIONS=${SECTIONS:-throughput,balance,startup,memory} # a subset runs only those
 # The box may be shared (other people's builds and tests). Before each
 # measurement wait up to QUIET_WAIT s (QUIET_BUDGET s in all) for other work
 # to use at most QUIET_PCT % of all CPUs, and rerun a throughput measurement
 # (up to NOISY_RETRIES times) when other work took more than NOISY_PCT % of
 # the CPUs during it. QUIET_WAIT=0 NOISY_RETRIES=0 turns this off.
 QUIET_PCT=${QUIET_PCT:-10}
-QUIET_WAIT=${QUIET_WAIT:-30}
-QUIET_BUDGET=${QUIET_BUDGET:-240}
 NOISY_PCT=${NOISY_PCT:-10}
-NOISY_RETRIES=${NOISY_RETRIES:-2}
+if [[ $QUICK == 1 ]]; then
+	QUIET_WAIT=${QUIET_WAIT:-10}
+	QUIET_BUDGET=${QUIET_BUDGET:-60}
+	NOISY_RETRIES=${NOISY_RETRIES:-1}
+else
+	QUIET_WAIT=${QUIET_WAIT:-30}
+	QUIET_BUDGET=${QUIET_BUDGET:-240}
+	NOISY_RETRIES=${NOISY_RETRIES:-2}
+fi
 
 # ---------------------------------------------------------------- plumbing
 T=""
@@ -129,6 +136,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 dur_secs() { # 5s, 500ms, 1m -> seconds (integer, rounded up, at least 1)
 	awk -v d="$1" 'BEGIN{n=d; u=d; sub(/[a-z]+$/,"",n); sub(/^[0-9.]+/,"",u);
 		m = (u=="ms") ? 0.001 : (u=="m") ? 60 : (u=="h") ? 3600 : 1;
@@ -150,6 +158,14 @@ le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a!="NaN" && a<=b)}'; }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a!="NaN" && a<b)}'; }
 mib() { awk -v k="$1" 'BEGIN{printf "%.1f", k/1024}'; }
 
+verdict() { # VALUE OP TARGET [STRETCH]
+	local v=$1 op=$2 t=$3 s=${4:-} res
+	if $op "$v" "$t"; then res="**PASS**"; else res="**FAIL**"; fi
+	if [[ -n $s ]]; then
+		if $op "$v" "$s"; then res="$res (stretch $s: PASS)"; else res="$res (stretch $s: not met)"; fi
+	fi
+	echo "$res"
+}
 R="" # the report file
 md() { printf '%s\n' "$@" >>"$R"; }
 problem() {
@@ -464,6 +480,7 @@ start_server() {
 	for i in $(seq 400); do [[ -s $pidf ]] && break; sleep 0.005; done
 	[[ -s $pidf ]] || die "$name: no pid file"
 	SRV_PID=$(<"$pidf")
+	SRV_START=$(proc_start "$SRV_PID") || SRV_START=""
 	track "$SRV_PID"
 	[[ $SRV_PID == "$SRV_BG" ]] || track "$SRV_BG"
 	wait_ready "$name" "$port" "$log"
@@ -478,7 +495,7 @@ wait_ready() {
 			cmp -s "$T/run/probe" "$SITE/1k.html" || die "$name: /1k.html answered 200 with wrong bytes"
 			return 0
 		fi
-		if ! kill -0 "$SRV_PID" 2>/dev/null || [[ $(proc_state "$SRV_PID") == Z ]]; then
+		if ! alive "$SRV_PID" "$SRV_START"; then
 			die "$name exited before answering; log tail: $(tail -20 "$log")"
 		fi
 		sleep 0.01
@@ -486,29 +503,48 @@ wait_ready() {
 	die "$name not answering on port $port after 15 s; log tail: $(tail -20 "$log")"
 }
 
-proc_state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo X; }
-alive() { kill -0 "$1" 2>/dev/null && [[ $(proc_state "$1") != Z ]]; }
+# proc_stat PID: sets PS_STATE and PS_START (start time in ticks since boot)
+# from /proc/PID/stat; fails when the process is gone.
+proc_stat() {
+	local line rest
+	local -a f
+	{ read -r line <"/proc/$1/stat"; } 2>/dev/null || return 1
+	rest=${line##*) }
+	read -r -a f <<<"$rest"
+	PS_STATE=${f[0]}
+	PS_START=${f[19]}
+}
+proc_start() { proc_stat "$1" && echo "$PS_START"; }
+# alive PID [START]: running (not a zombie) and, given START, still the same
+# process (pid_max may be small and pids reused on a busy box).
+alive() {
+	proc_stat "$1" || return 1
+	[[ $PS_STATE != Z && $PS_STATE != X ]] || return 1
+	[[ -z ${2:-} || $PS_START == "$2" ]]
+}
 
 # stop_server NAME: SIGTERM to SRV_PID, wait for exit, reap; sets STOP_RC.
 stop_server() {
-	local name=$1 i descs
-	descs=$(descendants "$SRV_PID")
+	local name=$1 i d descs="" t0 waited
+	for d in $(descendants "$SRV_PID"); do descs="$descs $d:$(proc_start "$d" || true)"; done
+	t0=$(date +%s.%N)
 	kill -TERM "$SRV_PID" 2>/dev/null || true
-	for i in $(seq $((STOP_WAIT * 100))); do alive "$SRV_PID" || break; sleep 0.01; done
-	if alive "$SRV_PID"; then
-		problem "$name: still running ${STOP_WAIT}s after SIGTERM; killed"
+	for i in $(seq $((STOP_WAIT * 100))); do alive "$SRV_PID" "$SRV_START" || break; sleep 0.01; done
+	if alive "$SRV_PID" "$SRV_START"; then
+		waited=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+		problem "$name: pid $SRV_PID still running ${waited}s after SIGTERM (state $PS_STATE, $(tr '\0' ' ' </proc/"$SRV_PID"/cmdline 2>/dev/null | cut -c1-80)); killed"
 		signal_tree KILL "$SRV_PID"
 	fi
 	STOP_RC=0
 	wait "$SRV_BG" 2>/dev/null || STOP_RC=$?
-	local d left=""
-	for d in $descs; do alive "$d" && left="$left $d"; done
+	local left=""
+	for d in $descs; do alive "${d%%:*}" "${d#*:}" && left="$left $d"; done
 	if [[ -n $left ]]; then
 		sleep 1
 		for d in $left; do
-			if alive "$d"; then
-				problem "$name: child pid $d still alive 1 s after the parent exited; killed"
-				signal_tree KILL "$d"
+			if alive "${d%%:*}" "${d#*:}"; then
+				problem "$name: child pid ${d%%:*} still alive 1 s after the parent exited; killed"
+				signal_tree KILL "${d%%:*}"
 			fi
 		done
 	fi
@@ -637,12 +673,13 @@ md "| wrk | $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}') |"
 md "| nginx | $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') |"
 md "| DUR / TRIALS | $DUR / $TRIALS (warmup $WARMUP; wrk -c$CONNS --latency) |"
 md "| startup trials | $STARTUP_TRIALS |"
-md "| QUICK | $QUICK |"
+md "| QUICK / SECTIONS | $QUICK / $SECTIONS |"
 md "| shared-box guard | wait for other work <= ${QUIET_PCT}% (up to ${QUIET_WAIT}s each, ${QUIET_BUDGET}s in all); rerun a throughput measurement when other work > ${NOISY_PCT}% (up to ${NOISY_RETRIES}x) |"
 md "| load average at start | $(cut -d' ' -f1-3 /proc/loadavg) |"
 md ""
 
 # ---------------------------------------------------------------- 1. throughput
+if want throughput; then
 # id|label|kind|workers|server cpus|wrk cpus|wrk threads|group
 CONFIGS=(
 	"s1|servery|servery|1|$SERVER_CPU|$WRK_CPU|1|A"
@@ -735,14 +772,6 @@ if ! le "$worst_other" 5; then
 fi
 md ""
 
-verdict() { # VALUE OP TARGET [STRETCH]
-	local v=$1 op=$2 t=$3 s=${4:-} res
-	if $op "$v" "$t"; then res="**PASS**"; else res="**FAIL**"; fi
-	if [[ -n $s ]]; then
-		if $op "$v" "$s"; then res="$res (stretch $s: PASS)"; else res="$res (stretch $s: not met)"; fi
-	fi
-	echo "$res"
-}
 r1=$(ratio "${MED_RPS[s1]}" "${MED_RPS[h1]}")
 r2=$(ratio "${MED_RPS[s1]}" "${MED_RPS[n1]}")
 r3=$(ratio "${MED_RPS[s4]}" "${MED_RPS[s1]}")
@@ -755,7 +784,10 @@ md "### N workers with GOMAXPROCS=1 vs 1 process with GOMAXPROCS=N (group B, two
 md "- servery 2 workers / net/http GOMAXPROCS=2: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[h2p]}")" '%.2fx'); servery 2 workers / nginx 2 workers: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[n2p]}")" '%.2fx'); servery 2 workers on 2 cores / servery 1 worker on 1 core: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[s1]}")" '%.2fx')"
 md ""
 
+fi
+
 # ---------------------------------------------------------------- 2. balance
+if want balance; then
 md "## 2. Connection balance: servery -workers 4, wrk -t1 -c$CONNS -d$BAL_DUR, counters from the stop log" ""
 md "served = requests answered per worker; fair share = 25%; max/fair = the busiest worker's served count over the mean (target <= 1.5)."
 md "With keep-alive the $CONNS connections are accepted once, at the start, so the spread of those $CONNS accepts decides the spread of requests; the Connection: close run makes every request a new accept."
@@ -818,7 +850,10 @@ if [[ -s $T/tp-balance.tsv ]]; then
 	md ""
 fi
 
+fi
+
 # ---------------------------------------------------------------- 3. startup / stop
+if want startup; then
 # Each trial: benchtool firstanswer execs the server (unpinned), polls GET
 # /1k.html every 1 ms until a 200 with the right length, idles, SIGTERMs it
 # and times the exit.
@@ -891,7 +926,10 @@ md "- ready, servery 4 workers / net/http: $(fmt "$rs" '%.2fx') ($(fmt "${SU_REA
 md "- stop, servery 4 workers: $(fmt "${SU_STOP[servery4]}" '%.1f') ms, target < 250 ms: $(verdict "${SU_STOP[servery4]}" lt 250 50)"
 md ""
 
+fi
+
 # ---------------------------------------------------------------- 4. memory
+if want memory; then
 # rollup PID -> "rss_kb pss_kb"
 rollup() { awk '/^Rss:/ {r=$2} /^Pss:/ {p=$2} END{print r+0, p+0}' "/proc/$1/smaps_rollup" 2>/dev/null || echo "0 0"; }
 # snapshot NAME PHASE: one line per process of SRV_PID's tree: name phase role pid rss pss
@@ -954,6 +992,8 @@ idlew=$(awk '$1 ~ /^servery-/ && $2=="ready" && $3=="child" {if ($6>m) m=$6} END
 md "- Largest single worker PSS: $idlew MiB when ready, $maxw MiB after load. The loaded deltas depend on how many workers the load reached (see section 2: a worker that got no connection stays at its idle size), so the ready deltas are the stable measure of a worker's fixed cost."
 md ""
 
+fi
+
 # ---------------------------------------------------------------- problems, caveats
 md "## Problems observed" ""
 if [[ -s $T/problems ]]; then cat "$T/problems" >>"$R"; else md "- none: every server answered, every wrk run had 0 errors, every stop exited 0 with no WARN/ERROR log lines and no leftover processes."; fi
@@ -962,7 +1002,7 @@ md "## Caveats" ""
 md "- 2 cores in all, shared with the load generator: in group A wrk has its own core, in group B (and the balance/memory runs) it competes with the server, so group B measures the pair, not the server alone."
 md "- Loopback only: no NIC, no interrupts, no real network latency; 1 KiB responses from a warm page cache (and nginx's open_file_cache), so this measures per-request CPU cost, not I/O."
 md "- wrk uses one thread and $CONNS keep-alive connections; a single wrk thread may be near its own limit against the fastest servers, which compresses ratios towards 1."
-md "- Short runs ($DUR x $TRIALS trials) on a shared machine: other work on it (builds, tests) shows up as noise; see the MAD column and the load average below. Startup times are ~1 ms resolution."
+md "- Short runs ($DUR x $TRIALS trials) on a shared machine: other work on it (builds, tests) shows up as noise; see the MAD and other-work columns, the retries and waits below, and the load average. Startup times are ~1 ms resolution."
 md "- servery is measured as built from the working tree at run time (see the sha256s above), which may include uncommitted edits."
 md "- Waited ${QUIET_WAITED} s in all for the box to go quiet; reran $RETRIED throughput measurement(s) that other work disturbed."
 md "- Load average at end: $(cut -d' ' -f1-3 /proc/loadavg). Wall time: $(($(date +%s) - START_EPOCH)) s."
