@@ -191,6 +191,7 @@ func (s *Supervisor) barrier(ctx context.Context) error {
 	deadline, _ := ctx.Deadline()
 	for _, p := range s.procs {
 		cfg := workerConfig{Index: p.index, runtimeConfig: s.cfg.Runtime}
+		cfg.AcceptPace = acceptPace // workers share the socket: balance it
 		s.sendBy(p, deadline, message{Type: msgConfig, Version: protocolVersion, Config: &cfg})
 	}
 	if err := s.await(ctx, stagePrepared); err != nil {

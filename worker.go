@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -33,6 +32,7 @@ type runtimeConfig struct {
 	IdleTimeout     time.Duration `json:"idle_timeout"`
 	DrainTimeout    time.Duration `json:"drain_timeout"`
 	AccessLog       string        `json:"access_log"` // "", "-" for stderr, or a path (direct mode only)
+	AcceptPace      time.Duration `json:"accept_pace"` // see limitListener; 0 in direct mode
 	TLS             *tlsIdentity  `json:"tls,omitempty"`
 }
 
@@ -91,7 +91,7 @@ func (srv *server) counting(h http.Handler) http.Handler {
 // serve accepts on ln until the server is shut down. It blocks, and
 // returns nil after a drain.
 func (srv *server) serve(ln net.Listener) error {
-	ln = &limitListener{Listener: ln, slots: newSlots(srv.cfg.MaxConns), closed: make(chan struct{}), accepted: &srv.accepted}
+	ln = newLimitListener(ln, srv.cfg.MaxConns, srv.cfg.AcceptPace, &srv.accepted)
 	var err error
 	if srv.http.TLSConfig != nil {
 		err = srv.http.ServeTLS(ln, "", "")
@@ -116,70 +116,6 @@ func (srv *server) close() error {
 		return srv.logFile.Close()
 	}
 	return nil
-}
-
-// newSlots returns a semaphore of n connection slots, or nil for no limit.
-func newSlots(n int) chan struct{} {
-	if n <= 0 {
-		return nil
-	}
-	return make(chan struct{}, n)
-}
-
-// limitListener holds Accept while every slot is taken, so excess clients
-// wait in the kernel's accept queue (or go to another worker) instead of
-// being accepted and starved. It counts accepted connections.
-type limitListener struct {
-	net.Listener
-	slots     chan struct{} // nil: unlimited
-	closed    chan struct{}
-	closeOnce sync.Once
-	accepted  *atomic.Int64
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	if l.slots != nil {
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.closed:
-			return nil, net.ErrClosed
-		}
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		l.release()
-		return nil, err
-	}
-	l.accepted.Add(1)
-	if l.slots == nil {
-		return c, nil
-	}
-	return &limitConn{Conn: c, release: l.release}, nil
-}
-
-func (l *limitListener) release() {
-	if l.slots != nil {
-		<-l.slots
-	}
-}
-
-// Close unblocks an Accept waiting for a slot, then closes the listener.
-func (l *limitListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-// limitConn gives its slot back once, however often it is closed.
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }
 
 // workerMain is a worker process's main: it speaks the protocol on stdin
