@@ -31,7 +31,7 @@ type runtimeConfig struct {
 	HeaderTimeout   time.Duration `json:"header_timeout"`
 	IdleTimeout     time.Duration `json:"idle_timeout"`
 	DrainTimeout    time.Duration `json:"drain_timeout"`
-	AccessLog       string        `json:"access_log"` // "", "-" for stderr, or a path (direct mode only)
+	AccessLog       string        `json:"access_log"`  // "", "-" for stderr, or a path (direct mode only)
 	AcceptPace      time.Duration `json:"accept_pace"` // see limitListener; 0 in direct mode
 	TLS             *tlsIdentity  `json:"tls,omitempty"`
 }

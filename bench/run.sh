@@ -177,7 +177,7 @@ problem() {
 START_EPOCH=$(date +%s)
 T=$(mktemp -d /tmp/servery-bench.XXXXXX)
 chmod 755 "$T" # nginx workers may run as nobody and must reach the site
-mkdir -p "$T/bin" "$T/logs" "$T/run" "$T/nginx/tmp" "$T/site" "$T/src/fileserver" "$T/src/benchtool"
+mkdir -p "$T/bin" "$T/logs" "$T/run" "$T/nginx/tmp" "$T/site" "$T/src/fileserver" "$T/src/barehttp" "$T/src/benchtool"
 : >"$T/pids"
 : >"$T/problems"
 R=$T/report.md
@@ -240,6 +240,74 @@ func main() {
 }
 EOF
 printf 'module fileserver\n\ngo 1.22\n' >"$T/src/fileserver/go.mod"
+
+# The net/http ceiling: the same http.Server with no timeouts, but a handler
+# that only writes a precomputed reply (the bytes of FILE, read once at
+# startup) with the headers servery sends for it, set by direct map
+# assignment of precomputed []string values. GOMAXPROCS from the environment,
+# graceful Shutdown on SIGTERM/SIGINT like the FileServer baseline.
+cat >"$T/src/barehttp/main.go" <<'EOF'
+// barehttp: the net/http ceiling. Usage: barehttp ADDR FILE
+// Answers GET /1k.html with FILE's bytes, read once at startup.
+package main
+
+import (
+	"context"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+)
+
+func main() {
+	if len(os.Args) != 3 {
+		log.Fatal("usage: barehttp ADDR FILE")
+	}
+	body, err := os.ReadFile(os.Args[2])
+	if err != nil {
+		log.Fatal(err)
+	}
+	var (
+		acceptRanges  = []string{"bytes"}
+		contentLength = []string{strconv.Itoa(len(body))}
+		contentType   = []string{"text/html; charset=utf-8"}
+		etag          = []string{`"servery-bench-1k"`}
+		lastModified  = []string{"Mon, 01 Jan 2024 00:00:00 GMT"}
+		vary          = []string{"Accept-Encoding"}
+	)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/1k.html" {
+			http.NotFound(w, r)
+			return
+		}
+		h := w.Header()
+		h["Accept-Ranges"] = acceptRanges
+		h["Content-Length"] = contentLength
+		h["Content-Type"] = contentType
+		h["Etag"] = etag
+		h["Last-Modified"] = lastModified
+		h["Vary"] = vary
+		w.WriteHeader(http.StatusOK)
+		w.Write(body)
+	})
+	srv := &http.Server{Addr: os.Args[1], Handler: handler}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		log.Fatal(err)
+	case <-ctx.Done():
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+EOF
+printf 'module barehttp\n\ngo 1.22\n' >"$T/src/barehttp/go.mod"
 
 # benchtool: gensite (the fixed 1 KiB file) and firstanswer (startup/stop timing).
 cat >"$T/src/benchtool/main.go" <<'EOF'
@@ -403,7 +471,7 @@ EOF
 printf 'module benchtool\n\ngo 1.22\n' >"$T/src/benchtool/go.mod"
 
 say "building baseline and helpers"
-for p in fileserver benchtool; do
+for p in fileserver barehttp benchtool; do
 	(cd "$T/src/$p" && GOWORK=off GOFLAGS= go build -o "$T/bin/$p" .) >>"$T/logs/build.log" 2>&1 ||
 		die "building $p failed: $(cat "$T/logs/build.log")"
 done
@@ -457,6 +525,7 @@ server_cmd() {
 	servery) printf '%s\n' "$T/bin/servery" -workers "$w" -dir "$SITE" -addr "127.0.0.1:$port" ;;
 	nethttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/fileserver" "127.0.0.1:$port" "$SITE" ;;
 	nethttp-default) printf '%s\n' "$T/bin/fileserver" "127.0.0.1:$port" "$SITE" ;;
+	barehttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/barehttp" "127.0.0.1:$port" "$SITE/1k.html" ;;
 	nginx) printf '%s\n' "$NGINX" -p "$T/nginx/" -e "$T/nginx/error.log" -c "$(nginx_conf "$w" "$port")" ;;
 	*) die "unknown server kind $kind" ;;
 	esac
@@ -686,6 +755,7 @@ CONFIGS=(
 	"s2|servery|servery|2|$SERVER_CPU|$WRK_CPU|1|A"
 	"s4|servery|servery|4|$SERVER_CPU|$WRK_CPU|1|A"
 	"h1|net/http FileServer|nethttp|1|$SERVER_CPU|$WRK_CPU|1|A"
+	"b1|bare net/http (same headers)|barehttp|1|$SERVER_CPU|$WRK_CPU|1|A"
 	"n1|nginx|nginx|1|$SERVER_CPU|$WRK_CPU|1|A"
 	"s2p|servery|servery|2|$PAIR_CPUS|$PAIR_CPUS|1|B"
 	"h2p|net/http FileServer|nethttp|2|$PAIR_CPUS|$PAIR_CPUS|1|B"
@@ -754,7 +824,7 @@ for cfg in "${CONFIGS[@]}"; do
 	errs=$(awk -v id="$id" '$1==id {e+=$5} END{print e+0}' "$T/tp.tsv")
 	case $kind in
 	servery) wdesc="$w workers" ;;
-	nethttp) wdesc="GOMAXPROCS=$w" ;;
+	nethttp | barehttp) wdesc="GOMAXPROCS=$w" ;;
 	nginx) wdesc="worker_processes $w" ;;
 	esac
 	[[ $kind == servery && $w == 1 ]] && wdesc="1 (direct mode)"
@@ -775,10 +845,12 @@ md ""
 r1=$(ratio "${MED_RPS[s1]}" "${MED_RPS[h1]}")
 r2=$(ratio "${MED_RPS[s1]}" "${MED_RPS[n1]}")
 r3=$(ratio "${MED_RPS[s4]}" "${MED_RPS[s1]}")
+r4=$(ratio "${MED_RPS[s1]}" "${MED_RPS[b1]}")
 md "### Throughput targets (group A, one core)" ""
 md "- servery w1 / net/http FileServer: $(fmt "$r1" '%.2fx') ($(fmt "${MED_RPS[s1]}" '%.0f') / $(fmt "${MED_RPS[h1]}" '%.0f') req/s), target >= 2.0x: $(verdict "$r1" ge 2.0)"
 md "- servery w1 / nginx 1 worker: $(fmt "$r2" '%.2fx') ($(fmt "${MED_RPS[s1]}" '%.0f') / $(fmt "${MED_RPS[n1]}" '%.0f') req/s), target >= 0.75x: $(verdict "$r2" ge 0.75 0.85)"
 md "- servery w4 / servery w1 on one core: $(fmt "$r3" '%.2fx') ($(fmt "${MED_RPS[s4]}" '%.0f') / $(fmt "${MED_RPS[s1]}" '%.0f') req/s), target >= 0.9x: $(verdict "$r3" ge 0.9)"
+md "- servery w1 / bare net/http (same headers): $(fmt "$r4" '%.2fx') — how close servery's handler is to the net/http ceiling ($(fmt "${MED_RPS[s1]}" '%.0f') / $(fmt "${MED_RPS[b1]}" '%.0f') req/s; informational, no target)"
 md ""
 md "### N workers with GOMAXPROCS=1 vs 1 process with GOMAXPROCS=N (group B, two cores, wrk sharing them)" ""
 md "- servery 2 workers / net/http GOMAXPROCS=2: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[h2p]}")" '%.2fx'); servery 2 workers / nginx 2 workers: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[n2p]}")" '%.2fx'); servery 2 workers on 2 cores / servery 1 worker on 1 core: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[s1]}")" '%.2fx')"
