@@ -177,7 +177,7 @@ problem() {
 START_EPOCH=$(date +%s)
 T=$(mktemp -d /tmp/servery-bench.XXXXXX)
 chmod 755 "$T" # nginx workers may run as nobody and must reach the site
-mkdir -p "$T/bin" "$T/logs" "$T/run" "$T/nginx/tmp" "$T/site" "$T/src/fileserver" "$T/src/barehttp" "$T/src/benchtool"
+mkdir -p "$T/bin" "$T/logs" "$T/run" "$T/nginx/tmp" "$T/site" "$T/src/baseline" "$T/src/benchtool"
 : >"$T/pids"
 : >"$T/problems"
 R=$T/report.md
@@ -204,51 +204,15 @@ SRC_HASH=$(cd "$REPO" && cat ./*.go go.mod 2>/dev/null | sha256sum | cut -c1-12)
 	die "go build of servery failed: $(cat "$T/logs/build.log")"
 BIN_HASH=$(sha256sum "$T/bin/servery" | cut -c1-12)
 
-# The baseline: a plain net/http FileServer, GOMAXPROCS from the environment
-# (the Go runtime reads it), graceful Shutdown on SIGTERM/SIGINT so that its
-# stop time is comparable with servery's drain.
-cat >"$T/src/fileserver/main.go" <<'EOF'
-// fileserver: the baseline. Usage: fileserver ADDR DIR
-package main
-
-import (
-	"context"
-	"log"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-)
-
-func main() {
-	if len(os.Args) != 3 {
-		log.Fatal("usage: fileserver ADDR DIR")
-	}
-	srv := &http.Server{Addr: os.Args[1], Handler: http.FileServer(http.Dir(os.Args[2]))}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	select {
-	case err := <-errc:
-		log.Fatal(err)
-	case <-ctx.Done():
-	}
-	if err := srv.Shutdown(context.Background()); err != nil {
-		log.Fatal(err)
-	}
-}
-EOF
-printf 'module fileserver\n\ngo 1.22\n' >"$T/src/fileserver/go.mod"
-
-# The net/http ceiling: the same http.Server with no timeouts, but a handler
-# that only writes a precomputed reply (the bytes of FILE, read once at
-# startup) with the headers servery sends for it, set by direct map
-# assignment of precomputed []string values. GOMAXPROCS from the environment,
-# graceful Shutdown on SIGTERM/SIGINT like the FileServer baseline.
-cat >"$T/src/barehttp/main.go" <<'EOF'
-// barehttp: the net/http ceiling. Usage: barehttp ADDR FILE
-// Answers GET /1k.html with FILE's bytes, read once at startup.
+# The baselines, one program with two handlers, GOMAXPROCS from the
+# environment (the Go runtime reads it), graceful Shutdown on SIGTERM/SIGINT
+# so that their stop time is comparable with servery's drain.
+#   baseline fileserver ADDR DIR: a plain net/http FileServer.
+#   baseline bare ADDR FILE: the net/http ceiling, the same http.Server with
+#     no timeouts and a handler that only writes a precomputed reply (FILE's
+#     bytes, read once) with the headers servery sends for it, set by direct
+#     map assignment of precomputed []string values.
+cat >"$T/src/baseline/main.go" <<'EOF'
 package main
 
 import (
@@ -262,10 +226,36 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 3 {
-		log.Fatal("usage: barehttp ADDR FILE")
+	if len(os.Args) != 4 {
+		log.Fatal("usage: baseline fileserver ADDR DIR | baseline bare ADDR FILE")
 	}
-	body, err := os.ReadFile(os.Args[2])
+	var handler http.Handler
+	switch os.Args[1] {
+	case "fileserver":
+		handler = http.FileServer(http.Dir(os.Args[3]))
+	case "bare":
+		handler = bare(os.Args[3])
+	default:
+		log.Fatalf("unknown baseline %q", os.Args[1])
+	}
+	srv := &http.Server{Addr: os.Args[2], Handler: handler}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		log.Fatal(err)
+	case <-ctx.Done():
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// bare answers GET /1k.html with file's bytes and servery's headers.
+func bare(file string) http.Handler {
+	body, err := os.ReadFile(file)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -277,7 +267,7 @@ func main() {
 		lastModified  = []string{"Mon, 01 Jan 2024 00:00:00 GMT"}
 		vary          = []string{"Accept-Encoding"}
 	)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/1k.html" {
 			http.NotFound(w, r)
 			return
@@ -292,22 +282,9 @@ func main() {
 		w.WriteHeader(http.StatusOK)
 		w.Write(body)
 	})
-	srv := &http.Server{Addr: os.Args[1], Handler: handler}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	select {
-	case err := <-errc:
-		log.Fatal(err)
-	case <-ctx.Done():
-	}
-	if err := srv.Shutdown(context.Background()); err != nil {
-		log.Fatal(err)
-	}
 }
 EOF
-printf 'module barehttp\n\ngo 1.22\n' >"$T/src/barehttp/go.mod"
+printf 'module baseline\n\ngo 1.22\n' >"$T/src/baseline/go.mod"
 
 # benchtool: gensite (the fixed 1 KiB file) and firstanswer (startup/stop timing).
 cat >"$T/src/benchtool/main.go" <<'EOF'
@@ -471,7 +448,7 @@ EOF
 printf 'module benchtool\n\ngo 1.22\n' >"$T/src/benchtool/go.mod"
 
 say "building baseline and helpers"
-for p in fileserver barehttp benchtool; do
+for p in baseline benchtool; do
 	(cd "$T/src/$p" && GOWORK=off GOFLAGS= go build -o "$T/bin/$p" .) >>"$T/logs/build.log" 2>&1 ||
 		die "building $p failed: $(cat "$T/logs/build.log")"
 done
@@ -523,9 +500,9 @@ server_cmd() {
 	local kind=$1 w=$2 port=$3
 	case $kind in
 	servery) printf '%s\n' "$T/bin/servery" -workers "$w" -dir "$SITE" -addr "127.0.0.1:$port" ;;
-	nethttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/fileserver" "127.0.0.1:$port" "$SITE" ;;
-	nethttp-default) printf '%s\n' "$T/bin/fileserver" "127.0.0.1:$port" "$SITE" ;;
-	barehttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/barehttp" "127.0.0.1:$port" "$SITE/1k.html" ;;
+	nethttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/baseline" fileserver "127.0.0.1:$port" "$SITE" ;;
+	nethttp-default) printf '%s\n' "$T/bin/baseline" fileserver "127.0.0.1:$port" "$SITE" ;;
+	barehttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/baseline" bare "127.0.0.1:$port" "$SITE/1k.html" ;;
 	nginx) printf '%s\n' "$NGINX" -p "$T/nginx/" -e "$T/nginx/error.log" -c "$(nginx_conf "$w" "$port")" ;;
 	*) die "unknown server kind $kind" ;;
 	esac
