@@ -73,7 +73,7 @@ func newFlagSet(cfg *config) *flag.FlagSet {
 	fs.DurationVar(&cfg.ForceTimeout, "force-timeout", 15*time.Second, "stop: deadline, from the start of the stop, after which survivors are killed; must exceed -drain-timeout")
 	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 30*time.Second, "start: the whole startup barrier must complete within this")
 	fs.IntVar(&rt.MaxConns, "max-conns", 1024, "open connections PER WORKER (N workers: up to N times this); 0 = unlimited")
-	fs.Var((*byteSize)(&rt.CacheBytes), "cache-bytes", "in-memory file cache budget PER WORKER (N workers: up to N times this), bytes or a suffix such as 64MiB; 0 disables it")
+	fs.Var((*byteSize)(&rt.CacheBytes), "cache-bytes", "in-memory file cache budget PER WORKER (N workers: up to N times this): a `size` in bytes or with a unit such as 512KiB, 64MiB, 1GB; 0 disables it")
 	fs.DurationVar(&rt.CacheRevalidate, "cache-revalidate", time.Second, "how old a cached entry may get before a stat checks it again, so an edited file is served fresh within this window; 0 = every request (per worker cache)")
 	fs.DurationVar(&rt.HeaderTimeout, "header-timeout", 10*time.Second, "time a client gets to send its request headers (per connection)")
 	fs.DurationVar(&rt.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open (per connection)")
@@ -272,7 +272,19 @@ var sizeUnits = []struct {
 	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
 }
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+// String prints the size in the largest binary unit that divides it.
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
 
 func (b *byteSize) Set(s string) error {
 	num, mult := s, int64(1)

@@ -312,3 +312,26 @@ func TestSelfSignedIdentityServesHTTPS(t *testing.T) {
 		t.Errorf("the fingerprint was not logged:\n%s", s.logs())
 	}
 }
+
+func TestCacheBytesAcceptsUnitsAndRefusesNonsense(t *testing.T) {
+	for in, want := range map[string]int64{
+		"0": 0, "1048576": 1 << 20, "512KiB": 512 << 10, "64MiB": 64 << 20, "1GiB": 1 << 30,
+		"64MB": 64e6, "1GB": 1e9, "512K": 512 << 10, "2M": 2 << 20, "100B": 100,
+	} {
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"-1", "1.5MiB", "lots", "", "MiB", "99999999999GiB"} {
+		var b byteSize
+		if err := b.Set(in); err == nil {
+			t.Errorf("Set(%q) = nil, %d; want an error", in, b)
+		}
+	}
+	for n, want := range map[int64]string{0: "0", 64 << 20: "64MiB", 1 << 30: "1GiB", 1000: "1000", 3 << 10: "3KiB"} {
+		if got := (*byteSize)(&n).String(); got != want {
+			t.Errorf("String(%d) = %q; want %q", n, got, want)
+		}
+	}
+}
