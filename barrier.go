@@ -143,8 +143,9 @@ type lineWriter struct {
 	w  io.Writer
 }
 
-// send writes m as one line in a single write, so a reader never sees half
-// of it even if the writer dies mid-way.
+// send writes m as one line. A line longer than the pipe's atomic size
+// (4 KiB) can arrive in pieces, and a writer that dies or times out
+// mid-way leaves a partial line, which the reader's decodeMessage rejects.
 func (w *lineWriter) send(m message) error {
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -188,18 +189,17 @@ func (s *Supervisor) barrier(ctx context.Context) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.StartupTimeout,
 		fmt.Errorf("%w after %v", errStartupTimeout, s.cfg.StartupTimeout))
 	defer cancel()
-	deadline, _ := ctx.Deadline()
 	for _, p := range s.procs {
 		cfg := workerConfig{Index: p.index, runtimeConfig: s.cfg.Runtime}
 		cfg.AcceptPace = acceptPace // workers share the socket: balance it
-		s.sendBy(p, deadline, message{Type: msgConfig, Version: protocolVersion, Config: &cfg})
+		s.sendBy(ctx, p, message{Type: msgConfig, Version: protocolVersion, Config: &cfg})
 	}
 	if err := s.await(ctx, stagePrepared); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	s.log.Info("committing", "workers", len(s.procs), "prepared_in", s.since())
 	for _, p := range s.procs {
-		s.sendBy(p, deadline, message{Type: msgCommit})
+		s.sendBy(ctx, p, message{Type: msgCommit})
 	}
 	if err := s.await(ctx, stageReady); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -207,12 +207,16 @@ func (s *Supervisor) barrier(ctx context.Context) error {
 	return nil
 }
 
-// sendBy writes one message to a worker's stdin, giving up at deadline so
-// that a worker that never reads cannot hold startup past its timeout once
-// the pipe's buffer is full. A failed write is only logged: the worker has
-// exited or is stuck, and await reports which, with the better reason.
-func (s *Supervisor) sendBy(p *workerProc, deadline time.Time, m message) {
+// sendBy writes one message to a worker's stdin, giving up when ctx ends
+// (the startup timeout, or a cancelled Start), so that a worker that never
+// reads cannot hold startup once the pipe's buffer is full. A failed write
+// is only logged: the worker has exited or is stuck, and await reports
+// which, with the better reason.
+func (s *Supervisor) sendBy(ctx context.Context, p *workerProc, m message) {
+	deadline, _ := ctx.Deadline()
 	p.stdin.SetWriteDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { p.stdin.SetWriteDeadline(time.Now()) })
+	defer stop()
 	if err := p.out.send(m); err != nil {
 		s.log.Warn("cannot write to worker", "worker", p.index, "pid", p.pid, "err", err)
 	}

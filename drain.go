@@ -65,13 +65,13 @@ func (s *Supervisor) escalate(began time.Time, drain time.Duration) error {
 	}
 	for _, st := range stages {
 		if s.waitReaped(began.Add(st.at), st.hurry) {
-			s.sweep()
+			s.logExits()
 			return nil
 		}
 		s.signalSurvivors(st.signal, st.action)
 	}
 	if s.waitReaped(time.Now().Add(finalGrace), nil) {
-		s.sweep()
+		s.logExits()
 		return nil
 	}
 	return s.survivorsError()
@@ -105,7 +105,7 @@ func (s *Supervisor) waitReaped(deadline time.Time, hurry <-chan struct{}) bool 
 func (s *Supervisor) signalSurvivors(sig os.Signal, action string) {
 	for _, p := range s.survivors() {
 		s.log.Warn("worker outlived deadline", "worker", p.index, "pid", p.pid, "action", action)
-		if err := s.seam.signal(p.pid, sig); err != nil {
+		if err := s.seam.signal(p, sig); err != nil {
 			s.log.Warn("signal failed", "worker", p.index, "pid", p.pid, "signal", sig, "err", err)
 		}
 	}
@@ -124,25 +124,22 @@ func (s *Supervisor) survivors() []*workerProc {
 	return alive
 }
 
+// errSurvived is wrapped by the error that names survivors of a stop.
+var errSurvived = errors.New("survived the kill deadline")
+
 // survivorsError names every worker still alive after the final deadline.
 func (s *Supervisor) survivorsError() error {
 	var names []string
 	for _, p := range s.survivors() {
 		names = append(names, fmt.Sprintf("worker %d (pid %d)", p.index, p.pid))
 	}
-	return fmt.Errorf("stop: %s survived the kill deadline", strings.Join(names, ", "))
+	return fmt.Errorf("stop: %s %w", strings.Join(names, ", "), errSurvived)
 }
 
-// sweep logs how each reaped worker exited and kills whatever is left in
-// its process group. A static worker starts no children, so anything there
-// is a leak that would otherwise outlive the generation. The kernel does
-// not hand out a pid that still names a live group, and a recycled pid
-// leads a group only if its new owner makes itself a leader, so the signal
-// does not reach an unrelated process.
-func (s *Supervisor) sweep() {
+// logExits logs how each reaped worker exited.
+func (s *Supervisor) logExits() {
 	for _, p := range s.procs {
 		s.log.Info("worker exited", "worker", p.index, "pid", p.pid, "status", exitStatus(p.status))
-		s.seam.signal(p.pid, syscall.SIGKILL) // ESRCH, the usual answer, means nothing was left
 	}
 }
 

@@ -140,6 +140,11 @@ func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry con
 		sup.Stop(hurry)
 	}()
 	if err := sup.Start(startCtx); err != nil {
+		if errors.Is(err, context.Canceled) && !errors.Is(err, errSurvived) {
+			// The operator stopped a startup, and the rollback was clean.
+			log.Info("stopped during startup", "rolled_back", err)
+			return exitOK
+		}
 		log.Error("not started", "err", err)
 		return exitFailure
 	}

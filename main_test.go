@@ -130,6 +130,22 @@ func startServery(t *testing.T, args ...string) *servery {
 // serves.
 func launchServery(t *testing.T, cmd *exec.Cmd) *servery {
 	t.Helper()
+	s := spawnServery(t, cmd)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.addr == "" {
+		if m := servingRe.FindStringSubmatch(s.logs()); m != nil {
+			s.addr = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("servery did not start serving:\n%s", s.logs())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s
+}
+
+// spawnServery starts cmd, which runs servery's main, and returns at once.
+func spawnServery(t *testing.T, cmd *exec.Cmd) *servery {
+	t.Helper()
 	s := &servery{t: t, cmd: cmd, stderr: filepath.Join(t.TempDir(), "stderr.log"), exited: make(chan struct{})}
 	logf, err := os.Create(s.stderr)
 	if err != nil {
@@ -142,15 +158,6 @@ func launchServery(t *testing.T, cmd *exec.Cmd) *servery {
 	}
 	go func() { s.status = s.cmd.Wait(); close(s.exited) }()
 	t.Cleanup(s.kill)
-	deadline := time.Now().Add(10 * time.Second)
-	for s.addr == "" {
-		if m := servingRe.FindStringSubmatch(s.logs()); m != nil {
-			s.addr = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("servery did not start serving:\n%s", s.logs())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 	return s
 }
 
@@ -334,4 +341,27 @@ func TestCacheBytesAcceptsUnitsAndRefusesNonsense(t *testing.T) {
 			t.Errorf("String(%d) = %q; want %q", n, got, want)
 		}
 	}
+}
+
+func TestSignalDuringStartupIsACleanStop(t *testing.T) {
+	skipWithoutWorkers(t)
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", t.TempDir(), "-workers", "3")
+	// Every worker reports prepared late, so the signal lands in the barrier.
+	cmd.Env = append(os.Environ(), mainEnv+"=1", faultEnv+"="+faultSlowPrepared, delayEnv+"=5s")
+	s := spawnServery(t, cmd)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.workerPIDs()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("workers did not start:\n%s", s.logs())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(5 * time.Second); code != exitOK {
+		t.Errorf("exit status %d after SIGTERM during startup; want 0 (a clean rollback)", code)
+	}
+	if strings.Contains(s.logs(), "msg=ready") {
+		t.Errorf("a worker became ready after the stop:\n%s", s.logs())
+	}
+	s.assertNoWorkersLeft()
 }

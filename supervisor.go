@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -33,8 +34,8 @@ type supervisorConfig struct {
 type procSeam struct {
 	// command returns the unstarted command for worker index.
 	command func(index int) (*exec.Cmd, error)
-	// signal sends sig to the process group led by pid.
-	signal func(pid int, sig os.Signal) error
+	// signal sends sig to the process group the worker leads.
+	signal func(p *workerProc, sig os.Signal) error
 }
 
 // Supervisor runs one fixed generation of workers sharing one listener.
@@ -77,13 +78,16 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 		cfg:    cfg,
 		ln:     ln,
 		log:    log,
-		seam:   procSeam{command: selfCommand, signal: signalGroup},
+		seam:   procSeam{command: selfCommand, signal: signalWorkerGroup},
 		notify: func(...string) {},
 		events: make(chan event),
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
 }
+
+// signalWorkerGroup signals the process group p leads.
+func signalWorkerGroup(p *workerProc, sig os.Signal) error { return signalGroup(p.pid, sig) }
 
 // selfCommand starts the parent's own executable, so a worker is the same
 // build as its parent, `go run .` included.
@@ -128,7 +132,8 @@ func (s *Supervisor) Start(ctx context.Context) error {
 }
 
 // Stop stops the generation and blocks until every worker has been reaped
-// and every handle released, or until the final deadline has passed. It
+// and every handle released, or until the final deadline has passed (plus
+// at most a second for the readers of survivors' pipes). It
 // closes the listener and every worker's stdin at once, so all workers
 // drain together; survivors are terminated at the drain timeout and killed
 // at the force timeout, both measured from the start of the stop.
@@ -326,16 +331,18 @@ func (s *Supervisor) stop(drain time.Duration) {
 
 // release closes every handle the generation still holds once all workers
 // are reaped, and waits for the readers to finish, so nothing lingers until
-// the Supervisor is garbage collected. A reader gets a moment to reach EOF
-// first, so a done message still in the pipe is not lost.
+// the Supervisor is garbage collected. The readers get one second in all
+// to reach EOF first, so a done message still in the pipe is not lost;
+// after that, closing the read ends wakes any reader whose pipe a survivor
+// or a stray descendant still holds.
 func (s *Supervisor) release() {
-	linger := time.NewTimer(time.Second)
-	defer linger.Stop()
+	linger, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
 	for _, p := range s.procs {
 		p.stdin.Close()
 		select {
 		case <-p.readerDone:
-		case <-linger.C: // a descendant still holds stdout
+		case <-linger.Done(): // stays closed for every later worker
 		}
 		p.stdout.Close()
 	}
@@ -461,6 +468,7 @@ func (s *Supervisor) read(p *workerProc) {
 // of the kill deadline it may never return.
 func (s *Supervisor) reap(p *workerProc) {
 	p.status = p.cmd.Wait()
+	s.sweep(p)
 	close(p.exited)
 	select {
 	case <-p.readerDone:
@@ -471,6 +479,16 @@ func (s *Supervisor) reap(p *workerProc) {
 		status = p.status.Error()
 	}
 	s.deliver(event{proc: p, err: fmt.Errorf("%w: %s", errExited, status)})
+}
+
+// sweep kills whatever is left in a just-reaped worker's process group. A
+// static worker starts no children, so anything there is a leak that would
+// otherwise outlive the generation. It runs the moment the worker is
+// reaped: while any member of the group lives, the kernel does not reuse
+// its id, and if none lives the signal finds nothing (ESRCH); only in the
+// microseconds between the two could a recycled pid lead a new group.
+func (s *Supervisor) sweep(p *workerProc) {
+	s.seam.signal(p, syscall.SIGKILL)
 }
 
 // deliver hands ev to whoever watches the generation, or drops it once the

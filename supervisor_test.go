@@ -404,24 +404,34 @@ func TestKillReachesWorkersGrandchild(t *testing.T) {
 	h.assertAllGone()
 }
 
-func TestSurvivorIsReportedAsError(t *testing.T) {
-	h := newHarness(t, 2, map[int]string{1: faultStubborn}, func(c *supervisorConfig) {
+func TestSurvivorsAreReportedAsError(t *testing.T) {
+	h := newHarness(t, 3, map[int]string{1: faultStubborn, 2: faultStubborn}, func(c *supervisorConfig) {
 		c.DrainTimeout, c.ForceTimeout = 100*time.Millisecond, 300*time.Millisecond
 	})
-	h.start()
-	stubborn := h.sup.pids()[1]
 	// A kill that never lands stands in for a process the kernel cannot
-	// tear down (stuck in uninterruptible sleep, say).
-	h.sup.seam.signal = func(pid int, sig os.Signal) error {
-		if pid == stubborn {
+	// tear down (stuck in uninterruptible sleep, say). Two of them, so
+	// the stop must not wait on either survivor's pipes.
+	h.sup.seam.signal = func(p *workerProc, sig os.Signal) error {
+		if p.index == 1 || p.index == 2 {
 			return nil
 		}
-		return signalGroup(pid, sig)
+		return signalWorkerGroup(p, sig)
 	}
-	err := h.sup.Stop(context.Background())
-	want := fmt.Sprintf("worker 1 (pid %d) survived", stubborn)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Stop() = %v; want an error containing %q", err, want)
+	h.start()
+	pids := h.sup.pids()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.sup.Stop(context.Background()) }()
+	var err error
+	select {
+	case err = <-stopped:
+	case <-time.After(300*time.Millisecond + finalGrace + 5*time.Second):
+		t.Fatal("Stop() still blocked long after the final deadline")
+	}
+	for _, i := range []int{1, 2} {
+		want := fmt.Sprintf("worker %d (pid %d)", i, pids[i])
+		if !errors.Is(err, errSurvived) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Stop() = %v; want errSurvived naming %q", err, want)
+		}
 	}
 	if err2 := h.sup.Wait(); err2 != err {
 		t.Errorf("Wait() = %v; want Stop's error %v", err2, err)
@@ -433,11 +443,11 @@ func TestRollbackSurvivorIsReportedByStart(t *testing.T) {
 		c.StartupTimeout = 300 * time.Millisecond
 		c.DrainTimeout, c.ForceTimeout = 100*time.Millisecond, 300*time.Millisecond
 	})
-	h.sup.seam.signal = func(pid int, sig os.Signal) error {
-		if pid == h.sup.pids()[1] {
+	h.sup.seam.signal = func(p *workerProc, sig os.Signal) error {
+		if p.index == 1 {
 			return nil // this kill never lands
 		}
-		return signalGroup(pid, sig)
+		return signalWorkerGroup(p, sig)
 	}
 	err := h.sup.Start(context.Background())
 	if !errors.Is(err, errStartupTimeout) || !strings.Contains(err.Error(), "survived the kill deadline") {

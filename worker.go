@@ -65,7 +65,9 @@ func newServer(cfg runtimeConfig, log *slog.Logger) (*server, error) {
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		// Accept errors, handler panics, handshake failures: an operator
+		// must see them.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if err := srv.setAccessLog(); err != nil {
 		static.Close()
