@@ -77,6 +77,7 @@ func newFlagSet(cfg *config) *flag.FlagSet {
 	fs.DurationVar(&rt.CacheRevalidate, "cache-revalidate", time.Second, "how old a cached entry may get before a stat checks it again, so an edited file is served fresh within this window; 0 = every request (per worker cache)")
 	fs.DurationVar(&rt.HeaderTimeout, "header-timeout", 10*time.Second, "time a client gets to send its request headers (per connection)")
 	fs.DurationVar(&rt.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open (per connection)")
+	fs.DurationVar(&rt.WriteTimeout, "write-timeout", 60*time.Second, "a response that makes no write progress for this long is cut off, so a client that stops reading frees its connection slot (per connection)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM; needs -tls-key)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "serve HTTPS with this private key `file` (PEM; needs -tls-cert)")
 	fs.BoolVar(&cfg.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with one self-signed identity generated at start, shared by every worker")
@@ -178,6 +179,7 @@ func (cfg *config) checkDurations() error {
 		v    time.Duration
 	}{
 		{"startup-timeout", cfg.StartupTimeout}, {"header-timeout", rt.HeaderTimeout}, {"idle-timeout", rt.IdleTimeout},
+		{"write-timeout", rt.WriteTimeout},
 	} {
 		if d.v <= 0 {
 			return bad(d.name, "must be positive, got %v", d.v)

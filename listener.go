@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -33,12 +35,15 @@ import (
 // time, because the shared socket must stay non-blocking for the others.
 type limitListener struct {
 	net.Listener
-	slots     chan struct{} // nil: unlimited
-	pace      time.Duration // 0: no pacing
-	open      atomic.Int64
-	accepted  *atomic.Int64
-	closed    chan struct{}
-	closeOnce sync.Once
+	slots chan struct{} // nil: unlimited
+	pace  time.Duration // 0: no pacing
+	// writeTimeout closes a connection whose writes make no progress for
+	// this long; 0: never.
+	writeTimeout time.Duration
+	open         atomic.Int64
+	accepted     *atomic.Int64
+	closed       chan struct{}
+	closeOnce    sync.Once
 }
 
 // acceptPace is the pause per open connection that a worker takes before
@@ -50,8 +55,8 @@ const acceptPace = 20 * time.Microsecond
 // others are full or gone.
 const maxAcceptPause = 2 * time.Millisecond
 
-func newLimitListener(ln net.Listener, maxConns int, pace time.Duration, accepted *atomic.Int64) *limitListener {
-	l := &limitListener{Listener: ln, pace: pace, accepted: accepted, closed: make(chan struct{})}
+func newLimitListener(ln net.Listener, maxConns int, pace, writeTimeout time.Duration, accepted *atomic.Int64) *limitListener {
+	l := &limitListener{Listener: ln, pace: pace, writeTimeout: writeTimeout, accepted: accepted, closed: make(chan struct{})}
 	if maxConns > 0 {
 		l.slots = make(chan struct{}, maxConns)
 	}
@@ -79,7 +84,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 	l.accepted.Add(1)
 	l.open.Add(1)
-	return &limitConn{Conn: c, release: l.connClosed}, nil
+	return &limitConn{Conn: c, release: l.connClosed, writeTimeout: l.writeTimeout}, nil
 }
 
 // pause sleeps pace per open connection, at most maxAcceptPause.
@@ -118,11 +123,70 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// limitConn gives its slot back once, however often it is closed.
+// limitConn gives its slot back once, however often it is closed, and
+// keeps a client that stops reading from holding it for ever: every write
+// must make progress within writeTimeout, as nginx's send_timeout. The
+// deadline is pushed forward only when half of it is used up, so a busy
+// connection pays for a clock read per write, not a timer per write.
 type limitConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	once         sync.Once
+	release      func()
+	writeTimeout time.Duration
+	deadline     atomic.Int64 // UnixNano of the write deadline set last
+}
+
+// sendChunk is how much of a file one sendfile call may send before the
+// write deadline is pushed forward again.
+const sendChunk = 4 << 20
+
+func (c *limitConn) Write(b []byte) (int, error) {
+	c.armWrite()
+	return c.Conn.Write(b)
+}
+
+// ReadFrom keeps net/http's sendfile path for large files, which an
+// embedded net.Conn would hide, and sends in chunks so a slow but steady
+// reader is not cut off by a deadline set for the whole file.
+func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.Conn.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{c}, r)
+	}
+	src, remain := r, int64(math.MaxInt64)
+	outer, limited := r.(*io.LimitedReader)
+	if limited {
+		src, remain = outer.R, outer.N // one level, so sendfile still sees the file
+	}
+	var total int64
+	for remain > 0 {
+		c.armWrite()
+		want := min(remain, sendChunk)
+		n, err := rf.ReadFrom(&io.LimitedReader{R: src, N: want})
+		total, remain = total+n, remain-n
+		if limited {
+			outer.N -= n
+		}
+		if err != nil || n < want {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// armWrite moves the write deadline writeTimeout ahead once less than half
+// of it is left.
+func (c *limitConn) armWrite() {
+	if c.writeTimeout <= 0 {
+		return
+	}
+	now := time.Now()
+	if time.Unix(0, c.deadline.Load()).Sub(now) > c.writeTimeout/2 {
+		return
+	}
+	d := now.Add(c.writeTimeout)
+	c.deadline.Store(d.UnixNano())
+	c.Conn.SetWriteDeadline(d)
 }
 
 func (c *limitConn) Close() error {

@@ -1,8 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +23,7 @@ func newTestLimitListener(t *testing.T, maxConns int, pace time.Duration) *limit
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimitListener(ln, maxConns, pace, new(atomic.Int64))
+	l := newLimitListener(ln, maxConns, pace, 0, new(atomic.Int64))
 	t.Cleanup(func() { l.Close() })
 	return l
 }
@@ -119,3 +127,80 @@ func TestMaxConnsSlotFreedWhenConnectionCloses(t *testing.T) {
 		t.Errorf("open connections = %d after both closed; want 0", n)
 	}
 }
+
+// startRuntime serves dir in this process, as direct mode does, on a
+// loopback listener, and drains it when the test ends.
+func startRuntime(t *testing.T, cfg runtimeConfig) string {
+	t.Helper()
+	cfg.HeaderTimeout, cfg.IdleTimeout, cfg.DrainTimeout = 5*time.Second, 5*time.Second, time.Second
+	srv, err := newServer(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.serve(ln)
+	t.Cleanup(func() {
+		hurry, cancel := context.WithCancel(context.Background())
+		cancel()
+		srv.drain(hurry)
+	})
+	return ln.Addr().String()
+}
+
+func TestStalledReaderIsCutOffAndFreesItsSlot(t *testing.T) {
+	dir, _ := siteWithBigFile(t)
+	addr := startRuntime(t, runtimeConfig{Dir: dir, MaxConns: 1, WriteTimeout: 300 * time.Millisecond})
+	// This client asks for 32 MiB and never reads: the socket buffers fill
+	// and the server's write stalls, holding the only slot.
+	stalled, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	fmt.Fprintf(stalled, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	code, body, err := get(addr, "/")
+	if err != nil || code != 200 || body != "hello" {
+		t.Fatalf("GET / behind a stalled reader = %d %q %v; want 200 once the write timeout frees the slot", code, body, err)
+	}
+}
+
+func TestLargeFilesAndRangesCrossSendChunks(t *testing.T) {
+	dir := t.TempDir()
+	content := make([]byte, 2*sendChunk+12345)
+	for i := range content {
+		content[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big.bin"), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := startRuntime(t, runtimeConfig{Dir: dir, WriteTimeout: time.Minute})
+	for _, tc := range []struct {
+		rng        string
+		start, end int // the bytes expected, [start, end)
+	}{
+		{"", 0, len(content)},
+		{"bytes=1000-", 1000, len(content)},
+		{fmt.Sprintf("bytes=5-%d", sendChunk+99), 5, sendChunk + 100},
+	} {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/big.bin", nil)
+		if tc.rng != "" {
+			req.Header.Set("Range", tc.rng)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Equal(got, content[tc.start:tc.end]) {
+			t.Errorf("GET Range %q: %d bytes, %v; want bytes %d-%d exactly", tc.rng, len(got), err, tc.start, tc.end)
+		}
+	}
+}
+
+// limitConn must offer ReadFrom, or net/http would copy files through a
+// buffer instead of sendfile.
+var _ io.ReaderFrom = (*limitConn)(nil)

@@ -30,6 +30,7 @@ type runtimeConfig struct {
 	CacheRevalidate time.Duration `json:"cache_revalidate"`
 	HeaderTimeout   time.Duration `json:"header_timeout"`
 	IdleTimeout     time.Duration `json:"idle_timeout"`
+	WriteTimeout    time.Duration `json:"write_timeout"` // 0: none
 	DrainTimeout    time.Duration `json:"drain_timeout"`
 	AccessLog       string        `json:"access_log"`  // "", "-" for stderr, or a path (direct mode only)
 	AcceptPace      time.Duration `json:"accept_pace"` // see limitListener; 0 in direct mode
@@ -93,7 +94,7 @@ func (srv *server) counting(h http.Handler) http.Handler {
 // serve accepts on ln until the server is shut down. It blocks, and
 // returns nil after a drain.
 func (srv *server) serve(ln net.Listener) error {
-	ln = newLimitListener(ln, srv.cfg.MaxConns, srv.cfg.AcceptPace, &srv.accepted)
+	ln = newLimitListener(ln, srv.cfg.MaxConns, srv.cfg.AcceptPace, srv.cfg.WriteTimeout, &srv.accepted)
 	var err error
 	if srv.http.TLSConfig != nil {
 		err = srv.http.ServeTLS(ln, "", "")
