@@ -156,6 +156,7 @@ type workerIO struct {
 func runWorker(wio workerIO) int {
 	in := newLineReader(wio.in)
 	out := &lineWriter{w: wio.out}
+	stopWatch := exitOnTermUntilServing(wio.term, wio.log)
 	srv, ln, log, err := prepare(in, wio)
 	if err != nil {
 		wio.log.Error("worker failed", "err", err)
@@ -167,11 +168,12 @@ func runWorker(wio workerIO) int {
 		return 1
 	}
 	msgs := readAll(in)
-	if ok, err := awaitCommit(msgs, wio.term); !ok {
+	if ok, err := awaitCommit(msgs); !ok {
 		// Never accepted anything: the parent rolled back or died.
 		log.Info("worker cancelled before commit", "why", err)
 		return 0
 	}
+	stopWatch()
 	served := make(chan error, 1)
 	go func() { served <- srv.serve(ln) }()
 	if err := out.send(message{Type: msgReady}); err != nil {
@@ -223,21 +225,40 @@ func readAll(in *lineReader) <-chan message {
 	return msgs
 }
 
-// awaitCommit blocks until the parent commits (true), or its stdin ends,
-// it sends anything else, or SIGTERM arrives (false, with the reason).
-func awaitCommit(msgs <-chan message, term <-chan os.Signal) (bool, error) {
-	select {
-	case m, ok := <-msgs:
-		switch {
-		case !ok:
-			return false, errors.New("stdin closed before commit")
-		case m.Type != msgCommit:
-			return false, fmt.Errorf("got %q before commit: %w", m.Type, errProtocol)
+// exitOnTermUntilServing makes SIGTERM end the worker at once until the
+// returned stop is called, wherever it is: building its runtime, reporting
+// prepared, or waiting for commit. Before it serves a worker has nothing
+// to drain, and a rollback should not wait on a slow prepare. stop returns
+// only once the watch has ended, so the worker never starts serving while
+// it might still exit.
+func exitOnTermUntilServing(term <-chan os.Signal, log *slog.Logger) (stop func()) {
+	serving, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-term:
+			log.Info("worker terminated before serving")
+			os.Exit(1)
+		case <-serving:
 		}
-		return true, nil
-	case <-term:
-		return false, errors.New("terminated before commit")
+	}()
+	return func() {
+		close(serving)
+		<-done
 	}
+}
+
+// awaitCommit blocks until the parent commits (true), or its stdin ends or
+// it sends anything else (false, with the reason).
+func awaitCommit(msgs <-chan message) (bool, error) {
+	m, ok := <-msgs
+	switch {
+	case !ok:
+		return false, errors.New("stdin closed before commit")
+	case m.Type != msgCommit:
+		return false, fmt.Errorf("got %q before commit: %w", m.Type, errProtocol)
+	}
+	return true, nil
 }
 
 // serveUntilDrain serves until stdin ends (a stop, or the parent died) and

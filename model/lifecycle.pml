@@ -143,8 +143,8 @@ proctype Worker(byte me; bool faulty)
 	{
 		/* prepare: in.next() reads the config line; newServer and
 		 * net.FileListener build the runtime and adopt the listener,
-		 * accepting nothing; runWorker: out.send(prepared). A SIGTERM in
-		 * this stretch is only buffered; awaitCommit sees it. */
+		 * accepting nothing; runWorker: out.send(prepared). Until it
+		 * serves, exitOnTermUntilServing ends it on SIGTERM at any point. */
 		if
 		:: atomic { stdin_sent[me] >= 1 && !parent_dead -> nprepared++; report(q_prepared) }
 		:: atomic { stdin_sent[me] >= 1 -> report(q_bad); EXIT; goto gone }
@@ -154,6 +154,8 @@ proctype Worker(byte me; bool faulty)
 		                                  /* prepare: "read config: EOF"; failed, 1 */
 		:: atomic { stdin_sent[me] >= 1 && parent_dead -> EXIT; goto gone }
 		                                  /* send(prepared) fails (EPIPE): returns 1 */
+		:: atomic { termsig[me] -> EXIT; goto gone }
+		                                  /* exitOnTermUntilServing: SIGTERM, exit 1 */
 		FAULTS
 		fi;
 
@@ -163,7 +165,7 @@ proctype Worker(byte me; bool faulty)
 		:: atomic { EOF(me, 1) -> EXIT; goto gone }
 		                                  /* "stdin closed before commit": returns 0 */
 		:: atomic { termsig[me] -> EXIT; goto gone }
-		                                  /* "terminated before commit": returns 0 */
+		                                  /* exitOnTermUntilServing: SIGTERM, exit 1 */
 		FAULTS
 		fi;
 
