@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -57,6 +58,10 @@ func setNonblock(ln net.Listener) error {
 	}
 	return serr
 }
+
+// errNotListening is returned for a passed descriptor that is not a
+// listening socket.
+var errNotListening = errors.New("not a listening socket")
 
 // checkListening reports whether f is a socket in the listening state, so
 // a connected or datagram socket passed by a service manager is refused

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -635,4 +637,28 @@ func BenchmarkGenerationStartStop(b *testing.B) {
 	}
 	b.ReportMetric(float64(start.Microseconds())/float64(b.N)/1000, "ms-to-ready")
 	b.ReportMetric(float64(stop.Microseconds())/float64(b.N)/1000, "ms-to-stop")
+}
+
+func TestWorkerEnvironmentSharesCPUsAndDropsParentOnlyVariables(t *testing.T) {
+	for _, tc := range []struct{ procs, workers, want int }{
+		{8, 4, 2}, {2, 4, 1}, {1, 1, 1}, {16, 3, 5},
+	} {
+		if got := workerProcs(tc.procs, tc.workers); got != tc.want {
+			t.Errorf("workerProcs(%d, %d) = %d; want %d", tc.procs, tc.workers, got, tc.want)
+		}
+	}
+	s := &Supervisor{cfg: supervisorConfig{Workers: 2}}
+	t.Setenv("GOMAXPROCS", "")
+	env := s.workerEnviron([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/n", "LISTEN_PID=1", "LISTEN_FDS=1",
+		"LISTEN_FDNAMES=web", workerEnv + "=99"})
+	want := []string{"PATH=/bin", workerEnv + "=" + strconv.Itoa(protocolVersion),
+		"GOMAXPROCS=" + strconv.Itoa(workerProcs(runtime.GOMAXPROCS(0), 2))}
+	if !slices.Equal(env, want) {
+		t.Errorf("workerEnviron = %q; want %q", env, want)
+	}
+	t.Setenv("GOMAXPROCS", "3") // the user's choice passes through unchanged
+	want = []string{"GOMAXPROCS=3", workerEnv + "=" + strconv.Itoa(protocolVersion)}
+	if env := s.workerEnviron([]string{"GOMAXPROCS=3"}); !slices.Equal(env, want) {
+		t.Errorf("workerEnviron with GOMAXPROCS set = %q; want %q", env, want)
+	}
 }

@@ -6,7 +6,6 @@ package main
 // the documented protocols, spoken with the standard library alone.
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -92,7 +91,3 @@ func (n *notifier) send(msg string) error {
 	}
 	return nil
 }
-
-// errNotListening is returned for a passed descriptor that is not a
-// listening socket.
-var errNotListening = errors.New("not a listening socket")
