@@ -67,13 +67,16 @@ type cacheEntry struct {
 // shows up as a changed version at the next revalidation instead of hiding
 // behind it.
 func (h *staticHandler) loadEntry(key, name string, f *os.File, fi fs.FileInfo) (*cacheEntry, error) {
+	// The entry counts as checked when the read begins, not when it ends:
+	// a slow read must not stretch the window in which it is trusted.
+	checked := h.now().UnixNano()
 	body := make([]byte, fi.Size())
 	n, err := io.ReadFull(f, body)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	e := &cacheEntry{key: key, name: name, version: versionOf(fi), modTime: fi.ModTime(), body: body[:n], slot: -1}
-	e.checked.Store(h.now().UnixNano())
+	e.checked.Store(checked)
 	e.setHeaders(name)
 	e.cost = int64(len(e.body)+len(e.gz)) + entryOverheadBytes
 	return e, nil
@@ -148,15 +151,24 @@ func (c *staticCache) get(key string) *cacheEntry {
 	return e
 }
 
-// add inserts e, replacing any entry with the same key and evicting others
-// until the budget holds. An entry larger than the whole budget is not added.
-func (c *staticCache) add(e *cacheEntry) {
+// add inserts e, evicting others until the budget holds. An entry larger
+// than the whole budget is not added. If the key already has an entry, e
+// replaces it only when e holds another version and current reports that
+// this version is still the file's: a slow request that read the file
+// before an edit must not put the old bytes back over the new ones a later
+// request cached. current runs under the write lock, so no other add can
+// slip in between its check and the replacement; it is a stat, and it runs
+// only when versions differ, which is rare.
+func (c *staticCache) add(e *cacheEntry, current func(*cacheEntry) bool) {
 	if e.cost > c.budget {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.entries[e.key]; old != nil {
+		if old.version == e.version || !current(e) {
+			return
+		}
 		c.removeLocked(old)
 	}
 	c.evictLocked(e.cost)

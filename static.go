@@ -218,8 +218,7 @@ func (h *staticHandler) current(e *cacheEntry) bool {
 // unchanged stats e's file and reports whether it is still the version e
 // holds, dropping e from the cache if the file changed or is gone.
 func (h *staticHandler) unchanged(e *cacheEntry) bool {
-	fi, err := h.root.Stat(e.name)
-	if err != nil || !fi.Mode().IsRegular() || versionOf(fi) != e.version {
+	if !h.isCurrent(e) {
 		h.cache.remove(e)
 		return false
 	}
@@ -298,8 +297,14 @@ func (h *staticHandler) serveFile(w http.ResponseWriter, r *http.Request, key, n
 		http.Error(w, "cannot read file", http.StatusInternalServerError)
 		return
 	}
-	h.cache.add(e)
+	h.cache.add(e, h.isCurrent)
 	serveEntry(w, r, e)
+}
+
+// isCurrent stats e's file and reports whether e holds its current version.
+func (h *staticHandler) isCurrent(e *cacheEntry) bool {
+	fi, err := h.root.Stat(e.name)
+	return err == nil && fi.Mode().IsRegular() && versionOf(fi) == e.version
 }
 
 // serveStream serves a file that is not cached straight from disk;

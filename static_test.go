@@ -862,3 +862,40 @@ func BenchmarkStatic1KiB(b *testing.B) {
 func BenchmarkFileServer1KiB(b *testing.B) {
 	benchRequests(b, http.FileServer(http.Dir(benchRoot(b))), "gzip, deflate, br, zstd")
 }
+
+func TestStaticCacheNeverGoesBackToAnOlderVersion(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("renaming over an open file fails on Windows")
+	}
+	root := t.TempDir()
+	p := filepath.Join(root, "f.txt")
+	writeTree(t, root, map[string]string{"f.txt": "version-1"})
+	h := newTestHandler(t, root, staticOptions{CacheBytes: 1 << 20, Revalidate: time.Minute})
+	withClock(h) // frozen: a cached entry is trusted for the whole test
+	// A slow request opens and stats the file before the edit...
+	slow, err := h.root.Open("f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	slowInfo, err := slow.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ...a deploy renames a new version over it (the open file keeps the
+	// old bytes)...
+	tmp := p + ".new"
+	rewrite(t, tmp, "version-2", slowInfo.ModTime().Add(time.Hour))
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	// ...a later request caches the new version...
+	mustServe(t, h, "/f.txt", "version-2")
+	// ...and the slow one finishes after it, with the old bytes.
+	w := httptest.NewRecorder()
+	h.serveFile(w, httptest.NewRequest("GET", "/f.txt", nil), "/f.txt", "f.txt", slow, slowInfo)
+	if w.Body.String() != "version-1" {
+		t.Fatalf("the slow request got %q; want the version it opened", w.Body)
+	}
+	mustServe(t, h, "/f.txt", "version-2") // never back to version-1
+}
