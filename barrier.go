@@ -77,7 +77,9 @@ func decodeMessage(line []byte) (message, error) {
 	if err := dec.Decode(&m); err != nil {
 		return message{}, fmt.Errorf("malformed protocol line %.80q: %w", line, err)
 	}
-	if dec.More() {
+	// Decoder.More is false before a stray ']' or '}', so look at the
+	// bytes themselves: only whitespace may follow the object.
+	if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
 		return message{}, fmt.Errorf("malformed protocol line %.80q: trailing data", line)
 	}
 	return m, m.check()

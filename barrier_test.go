@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +22,8 @@ func TestDecodeMessageRejectsBadLines(t *testing.T) {
 		"unknown type":       `{"type":"reboot"}`,
 		"unknown field":      `{"type":"ready","extra":1}`,
 		"trailing data":      `{"type":"ready"} {"type":"ready"}`,
+		"trailing bracket":   `{"type":"ready"}]`,
+		"trailing brace":     `{"type":"ready"}}`,
 		"config old version": `{"type":"config","version":99,"config":{"index":0}}`,
 		"config without":     `{"type":"config","version":1}`,
 		"prepared no pid":    `{"type":"prepared"}`,
@@ -67,7 +71,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	for _, seed := range []string{
 		`{"type":"prepared","pid":1}`, `{"type":"config","version":1,"config":{"index":0,"dir":"/"}}`,
 		`{"type":"done","stats":{"accepted":1,"served":2}}`, `{"type":"failed","reason":"x"}`,
-		`{"type":"ready"}`, `{"type":"commit"}`, `{"type":`, `null`, `[]`, `{"type":"done","stats":null}`,
+		`{"type":"ready"}`, `{"type":"commit"}`, `{"type":"commit"}}`, `{"type":`, `null`, `[]`, `{"type":"done","stats":null}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -76,9 +80,22 @@ func FuzzDecodeMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// Whatever decodes must be a complete message of a known type.
-		if err := m.check(); err != nil {
-			t.Fatalf("decodeMessage(%q) accepted an incomplete message: %v", line, err)
+		// Whatever is accepted must be one JSON value and nothing more...
+		if !json.Valid(line) {
+			t.Fatalf("decodeMessage(%q) accepted a line that is not one JSON value", line)
+		}
+		// ...and must mean what it says: encoding the message and decoding
+		// that again gives the same message.
+		again, err := json.Marshal(m)
+		if err != nil {
+			t.Fatalf("encode %+v: %v", m, err)
+		}
+		m2, err := decodeMessage(again)
+		if err != nil {
+			t.Fatalf("decodeMessage(%q) accepted, but its re-encoding %q is refused: %v", line, again, err)
+		}
+		if !reflect.DeepEqual(m, m2) {
+			t.Fatalf("decodeMessage(%q) = %+v, but its re-encoding decodes to %+v", line, m, m2)
 		}
 	})
 }
