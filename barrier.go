@@ -200,6 +200,7 @@ func (s *Supervisor) barrier(ctx context.Context) error {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	s.log.Info("committing", "workers", len(s.procs), "prepared_in", s.since())
+	s.committed = true
 	for _, p := range s.procs {
 		s.sendBy(ctx, p, message{Type: msgCommit})
 	}

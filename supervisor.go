@@ -55,6 +55,7 @@ type Supervisor struct {
 	notify func(states ...string)
 
 	startedAt time.Time
+	committed bool // commit was sent to some worker; owned by Start
 	procs     []*workerProc
 	events    chan event // from every worker's reader, in arrival order
 	readers   sync.WaitGroup
@@ -120,8 +121,15 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		err = s.barrier(ctx)
 	}
 	if err != nil {
-		s.log.Error("startup failed, rolling back", "err", err)
-		s.beginStop(fmt.Errorf("start: %w", err), 0)
+		// Before commit no worker accepts, so there is nothing to drain.
+		// After it, committed workers may already be answering, and the
+		// rollback drains them as a stop does.
+		drain := time.Duration(0)
+		if s.committed {
+			drain = s.cfg.DrainTimeout
+		}
+		s.log.Error("startup failed, rolling back", "err", err, "drain", drain)
+		s.beginStop(fmt.Errorf("start: %w", err), drain)
 		go s.monitor() // the barrier no longer reads events
 		<-s.done
 		return s.err // the start error, and any survivor of the rollback
@@ -297,8 +305,8 @@ func (s *Supervisor) observe(ev event) {
 
 // beginStop starts the stop path once; later calls do nothing. cause is
 // the reason the generation ends (nil for a requested stop) and drain how
-// long workers get before they are terminated: 0 for a rollback, whose
-// workers have no requests to finish.
+// long workers get before they are terminated: 0 for a rollback before
+// commit, whose workers have no requests to finish.
 func (s *Supervisor) beginStop(cause error, drain time.Duration) {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()

@@ -336,6 +336,41 @@ func TestRollbackOnStartupTimeout(t *testing.T) {
 	h.assertAllGone()
 }
 
+func TestRollbackAfterCommitDrainsInFlightRequests(t *testing.T) {
+	// Worker 1 is committed and serving but reports ready after the
+	// startup timeout, so the rollback comes after commit.
+	t.Setenv(delayEnv, "5s")
+	h := newHarness(t, 2, map[int]string{1: faultSlowReady}, func(c *supervisorConfig) {
+		c.StartupTimeout = 1500 * time.Millisecond
+		c.DrainTimeout, c.ForceTimeout = 3*time.Second, 5*time.Second
+		c.Runtime.DrainTimeout = c.DrainTimeout
+	})
+	const size = 32 << 20
+	writeFile(t, h.dir, "big.bin", strings.Repeat("x", size))
+	started := make(chan error, 1)
+	go func() { started <- h.sup.Start(context.Background()) }()
+	body := startBigDownload(t, h.addr) // answered once the workers are committed
+	defer body.Close()
+	for !strings.Contains(h.readLogs(), "startup failed") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the rollback is under way
+	n, err := io.Copy(io.Discard, body)
+	if err != nil || n+64<<10 != size {
+		t.Errorf("in-flight response: %d bytes, %v; want all %d (a rollback after commit drains)", n+64<<10, err, size)
+	}
+	if err := <-started; !errors.Is(err, errStartupTimeout) {
+		t.Fatalf("Start() = %v; want the startup timeout", err)
+	}
+	h.assertAllGone()
+}
+
+// readLogs returns what the supervisor and its workers have logged so far.
+func (h *harness) readLogs() string {
+	b, _ := os.ReadFile(h.logs.Name())
+	return string(b)
+}
+
 func TestCancelDuringBarrierRollsBack(t *testing.T) {
 	h := newHarness(t, 3, map[int]string{0: faultHang})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
