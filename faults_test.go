@@ -56,6 +56,7 @@ const (
 	faultHang         = "hang"          // reads nothing and never reports
 	faultSlowPrepared = "slow-prepared" // reports prepared late
 	faultSlowReady    = "slow-ready"    // reports ready late
+	faultDeaf         = "deaf"          // ignores the stdin EOF, honours SIGTERM
 	faultStubborn     = "stubborn"      // ignores SIGTERM and the stdin EOF
 	faultGrandchild   = "grandchild"    // stubborn, with a grandchild in its session
 )
@@ -89,6 +90,8 @@ func testWorker(fault string) int {
 	case faultStubborn:
 		signal.Ignore(syscall.SIGTERM)
 		wio.term = nil
+		wio.in = endless{os.Stdin}
+	case faultDeaf:
 		wio.in = endless{os.Stdin}
 	default:
 		log.Error("unknown fault")

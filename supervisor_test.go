@@ -82,12 +82,26 @@ func newHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*
 	return h
 }
 
+// cleanupBound is how long a cleanup waits for a stop: far past any
+// test's force deadline.
+const cleanupBound = 20 * time.Second
+
 // cleanup stops the generation in a hurry and kills anything left, even
 // after a failed test; on failure it shows the processes' logs.
 func (h *harness) cleanup() {
 	hurry, cancel := context.WithCancel(context.Background())
 	cancel()
-	h.sup.Stop(hurry)
+	// Bounded, so a stop that hangs is a failure with logs, not a hung suite.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		h.sup.Stop(hurry)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(cleanupBound):
+		h.t.Errorf("Stop in cleanup did not return within %v; killing the workers", cleanupBound)
+	}
 	for _, pid := range h.sup.pids() {
 		syscall.Kill(-pid, syscall.SIGKILL)
 	}
@@ -410,6 +424,26 @@ func TestEOFAfterReadyDrainsInFlightRequest(t *testing.T) {
 			t.Errorf("worker %d (pid %d) did not exit after its stdin closed", i, pid)
 		}
 	}
+}
+
+func TestTerminateAtDrainDeadlineStopsWorkerThatIgnoresEOF(t *testing.T) {
+	const drain, force = 300 * time.Millisecond, 3 * time.Second
+	h := newHarness(t, 2, map[int]string{1: faultDeaf}, func(c *supervisorConfig) {
+		c.DrainTimeout, c.ForceTimeout = drain, force
+	})
+	h.start()
+	began := time.Now()
+	if err := h.sup.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop() = %v; want nil (the worker was terminated and reaped)", err)
+	}
+	// Without the SIGTERM stage the deaf worker would last until the kill.
+	if took := time.Since(began); took < drain || took >= force {
+		t.Errorf("Stop took %v; want it to end after the drain deadline (%v), by terminate, well before the kill (%v)", took, drain, force)
+	}
+	if logs := h.readLogs(); !strings.Contains(logs, "action=terminate") || strings.Contains(logs, "action=kill") {
+		t.Errorf("want the deaf worker terminated and nothing killed:\n%s", logs)
+	}
+	h.assertAllGone()
 }
 
 func TestForceKillsWorkerThatIgnoresTerm(t *testing.T) {
