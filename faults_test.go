@@ -50,15 +50,16 @@ func TestMain(m *testing.M) {
 
 // Worker faults, each named after what it does.
 const (
-	faultFail         = "fail"          // reports failed after reading its config
-	faultExit         = "exit"          // exits 3 without a word
-	faultGarbage      = "garbage"       // writes a line that is not the protocol
-	faultHang         = "hang"          // reads nothing and never reports
-	faultSlowPrepared = "slow-prepared" // reports prepared late
-	faultSlowReady    = "slow-ready"    // reports ready late
-	faultDeaf         = "deaf"          // ignores the stdin EOF, honours SIGTERM
-	faultStubborn     = "stubborn"      // ignores SIGTERM and the stdin EOF
-	faultGrandchild   = "grandchild"    // stubborn, with a grandchild in its session
+	faultFail         = "fail"           // reports failed after reading its config
+	faultExit         = "exit"           // exits 3 without a word
+	faultGarbage      = "garbage"        // writes a line that is not the protocol
+	faultHang         = "hang"           // reads nothing and never reports
+	faultSlowPrepared = "slow-prepared"  // reports prepared late
+	faultSlowReady    = "slow-ready"     // reports ready late
+	faultSlowReadyOne = "slow-ready-one" // the first worker to claim the pid file reports ready late
+	faultDeaf         = "deaf"           // ignores the stdin EOF, honours SIGTERM
+	faultStubborn     = "stubborn"       // ignores SIGTERM and the stdin EOF
+	faultGrandchild   = "grandchild"     // stubborn, with a grandchild in its session
 )
 
 // testWorker runs one worker process with fault injected; "" is the real
@@ -81,6 +82,10 @@ func testWorker(fault string) int {
 		wio.out = &delayedWriter{w: os.Stdout, match: `"prepared"`, delay: delay}
 	case faultSlowReady:
 		wio.out = &delayedWriter{w: os.Stdout, match: `"ready"`, delay: delay}
+	case faultSlowReadyOne:
+		if claimPIDFile() {
+			wio.out = &delayedWriter{w: os.Stdout, match: `"ready"`, delay: delay}
+		}
 	case faultGrandchild:
 		if err := startGrandchild(); err != nil {
 			log.Error("grandchild", "err", err)
@@ -143,6 +148,18 @@ func startGrandchild() error {
 		return err
 	}
 	return os.WriteFile(os.Getenv(pidFileEnv), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+// claimPIDFile creates the pid file with this process's pid and reports
+// whether it did; only the first of several workers succeeds.
+func claimPIDFile() bool {
+	f, err := os.OpenFile(os.Getenv(pidFileEnv), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = f.WriteString(strconv.Itoa(os.Getpid()))
+	return err == nil
 }
 
 // withoutEnv drops name from env.

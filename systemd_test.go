@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,20 +181,30 @@ func TestReadyIsNotifiedOnlyOnceEveryWorkerIsReady(t *testing.T) {
 	skipWithoutWorkers(t)
 	const delay = 500 * time.Millisecond
 	ns := newNotifySocket(t)
+	slowPID := filepath.Join(t.TempDir(), "slow.pid")
 	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", t.TempDir(), "-workers", "3")
-	// Every worker of this servery reports ready late.
+	// One worker of this servery, the one that claims slowPID, reports
+	// ready late; the others are ready at once.
 	cmd.Env = append(os.Environ(), mainEnv+"=1", "NOTIFY_SOCKET="+ns.path,
-		faultEnv+"="+faultSlowReady, delayEnv+"="+delay.String())
+		faultEnv+"="+faultSlowReadyOne, pidFileEnv+"="+slowPID, delayEnv+"="+delay.String())
 	launched := time.Now()
 	s := launchServery(t, cmd)
 	d := ns.next(t)
+	logs := s.logs()
 	if !strings.Contains(d.text, "READY=1") || !strings.Contains(d.text, "STATUS=3 workers ready") {
 		t.Fatalf("first notification %q; want READY=1 with the worker count", d.text)
 	}
 	if took := d.at.Sub(launched); took < delay {
-		t.Errorf("READY=1 after %v; want it after every worker's late ready (%v)", took, delay)
+		t.Errorf("READY=1 after %v; want it after the slow worker's late ready (%v)", took, delay)
 	}
-	if n := strings.Count(s.logs(), "msg=ready "); n != 3 {
+	pid, err := os.ReadFile(slowPID)
+	if err != nil {
+		t.Fatalf("no worker claimed the slow part: %v", err)
+	}
+	if !regexp.MustCompile(`msg=ready worker=\d pid=` + string(pid) + ` `).MatchString(logs) {
+		t.Errorf("READY=1 came before the slow worker (pid %s) was ready:\n%s", pid, logs)
+	}
+	if n := strings.Count(logs, "msg=ready "); n != 3 {
 		t.Errorf("%d workers logged ready by READY=1; want 3", n)
 	}
 }
