@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -318,6 +320,57 @@ func TestSelfSignedIdentityServesHTTPS(t *testing.T) {
 	if !strings.Contains(s.logs(), "sha256=") {
 		t.Errorf("the fingerprint was not logged:\n%s", s.logs())
 	}
+}
+
+func TestOneTLSIdentityAcrossWorkers(t *testing.T) {
+	skipWithoutWorkers(t)
+	// Through the real binary, so the identity is the one makeIdentity
+	// generates in the parent.
+	s := startServery(t, "-dir", t.TempDir(), "-tls-self-signed", "-workers", "4")
+	seen := map[string]int{}
+	for range 40 {
+		conn, err := tls.Dial("tcp", s.addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(conn.ConnectionState().PeerCertificates[0].Raw)
+		seen[strings.ToUpper(hex.EncodeToString(sum[:]))]++
+		conn.Close()
+	}
+	if len(seen) != 1 {
+		t.Errorf("saw %d certificates across 40 connections; want 1", len(seen))
+	}
+	for fp := range seen {
+		if logged := colonHex(fp); !strings.Contains(s.logs(), "sha256="+logged) {
+			t.Errorf("the served certificate %s is not the one the parent logged:\n%s", logged, s.logs())
+		}
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("exit status %d; want 0", code)
+	}
+	answering := 0
+	for _, m := range countersRe.FindAllStringSubmatch(s.logs(), -1) {
+		if m[1] != "0" {
+			answering++
+		}
+	}
+	if answering < 2 {
+		t.Errorf("%d workers accepted connections; want the identity checked across several:\n%s", answering, s.logs())
+	}
+}
+
+// countersRe matches a worker's final counters in the parent's log.
+var countersRe = regexp.MustCompile(`msg="worker counters" worker=\d+ pid=\d+ accepted=(\d+)`)
+
+// colonHex writes upper-case hex as colon-separated byte pairs, the way
+// servery logs a fingerprint.
+func colonHex(h string) string {
+	var pairs []string
+	for i := 0; i+1 < len(h); i += 2 {
+		pairs = append(pairs, h[i:i+2])
+	}
+	return strings.Join(pairs, ":")
 }
 
 func TestCacheBytesAcceptsUnitsAndRefusesNonsense(t *testing.T) {

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -629,39 +627,6 @@ func TestSharedListenerIsNonBlockingWhenReady(t *testing.T) {
 	}
 	if flags&syscall.O_NONBLOCK == 0 {
 		t.Errorf("listener flags %o: O_NONBLOCK clear; want the shared socket non-blocking once ready", flags)
-	}
-}
-
-func TestOneTLSIdentityAcrossWorkers(t *testing.T) {
-	id, err := selfSignedIdentity("127.0.0.1", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, 4, nil, func(c *supervisorConfig) { c.Runtime.TLS = id })
-	h.start()
-	seen := map[[32]byte]int{}
-	for range 32 {
-		conn, err := tls.Dial("tcp", h.addr, &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[sha256.Sum256(conn.ConnectionState().PeerCertificates[0].Raw)]++
-		conn.Close()
-	}
-	if len(seen) != 1 {
-		t.Errorf("saw %d certificates across 32 connections; want 1", len(seen))
-	}
-	if err := h.sup.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	answering := 0
-	for _, st := range h.counters() {
-		if st != nil && st.Accepted > 0 {
-			answering++
-		}
-	}
-	if answering < 2 {
-		t.Errorf("%d workers accepted connections; want the identity checked across several", answering)
 	}
 }
 
