@@ -232,7 +232,13 @@ func siteWithBigFile(t *testing.T) (dir string, size int) {
 // the rest of the response in flight.
 func startBigDownload(t *testing.T, addr string) io.ReadCloser {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/big.bin")
+	return startDownload(t, addr, "/big.bin")
+}
+
+// startDownload requests path and reads the first 64 KiB of its body.
+func startDownload(t *testing.T, addr, path string) io.ReadCloser {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		t.Fatal(err)
 	}

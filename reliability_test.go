@@ -227,8 +227,14 @@ func TestGracefulStopUnderLoadTruncatesNothing(t *testing.T) {
 	}
 	writeFile(t, h.dir, "data.bin", string(want["/data.bin"]))
 	writeFile(t, h.dir, "big.bin", string(want["/big.bin"]))
+	const hugeSize = 32 << 20 // more than the socket buffers hold
+	writeFile(t, h.dir, "huge.bin", strings.Repeat("h", hugeSize))
 	paths := []string{"/data.bin", "/", "/data.bin", "/big.bin"}
 	h.start()
+	// One response is certainly in flight when the stop begins, whatever
+	// the load does: its client has read only the first 64 KiB.
+	inFlight := startDownload(t, h.addr, "/huge.bin")
+	defer inFlight.Close()
 
 	var (
 		tally    loadTally
@@ -248,7 +254,13 @@ func TestGracefulStopUnderLoadTruncatesNothing(t *testing.T) {
 	}
 	stopping.Store(true)
 	began := time.Now()
-	err := h.sup.Stop(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.sup.Stop(context.Background()) }()
+	time.Sleep(100 * time.Millisecond) // the drain is under way
+	if n, err := io.Copy(io.Discard, inFlight); err != nil || n+64<<10 != hugeSize {
+		t.Errorf("the response in flight at the stop: %d bytes, %v; want all %d", n+64<<10, err, hugeSize)
+	}
+	err := <-stopped
 	took := time.Since(began)
 	wg.Wait()
 
