@@ -41,22 +41,44 @@ func signalGroup(pid int, sig os.Signal) error {
 	return nil
 }
 
-// setNonblock puts the listening socket's shared open file description
-// back in non-blocking mode.
-func setNonblock(ln net.Listener) error {
+// listenerFile duplicates the listening socket as a file for ExtraFiles.
+// A file, not a descriptor number, because os/exec maps ExtraFiles[0] to
+// fd 3 in the child whatever number it has here.
+//
+// Why not ln.File: exec.Cmd.Start calls Fd on every ExtraFiles entry, and
+// the Fd of a file from net's File puts the descriptor in blocking mode
+// (Go issue 29277). The mode belongs to the open file description that the
+// parent, every worker and every later generation share, so while workers
+// start, an accept already running in another worker could block a whole
+// thread. os.NewFile over a dup keeps the mode it finds: its Fd changes
+// nothing.
+func listenerFile(ln net.Listener) (*os.File, error) {
 	sc, ok := ln.(syscall.Conn)
 	if !ok {
-		return fmt.Errorf("listener %T has no descriptor", ln)
+		return nil, fmt.Errorf("listener %T cannot be shared", ln)
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("share listener: %w", err)
 	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), true) }); err != nil {
-		return err
+	var dup int
+	var derr error
+	err = raw.Control(func(fd uintptr) {
+		// Under ForkLock, as os/exec's own descriptors are, so no child
+		// forked in between inherits the copy before it is close-on-exec.
+		syscall.ForkLock.RLock()
+		defer syscall.ForkLock.RUnlock()
+		if dup, derr = syscall.Dup(int(fd)); derr == nil {
+			syscall.CloseOnExec(dup)
+		}
+	})
+	if err == nil {
+		err = derr
 	}
-	return serr
+	if err != nil {
+		return nil, fmt.Errorf("share listener: %w", err)
+	}
+	return os.NewFile(uintptr(dup), "listener"), nil
 }
 
 // errNotListening is returned for a passed descriptor that is not a

@@ -21,8 +21,8 @@ func newSession(*exec.Cmd) {}
 // signalGroup is never reached on Windows, where no worker is started.
 func signalGroup(int, os.Signal) error { return errNoWorkers }
 
-// setNonblock is never reached on Windows, where no worker is started.
-func setNonblock(net.Listener) error { return errNoWorkers }
+// listenerFile is never reached on Windows, where no worker is started.
+func listenerFile(net.Listener) (*os.File, error) { return nil, errNoWorkers }
 
 // checkListening cannot inspect a socket on Windows; systemd does not
 // exist there, so no socket is ever passed.

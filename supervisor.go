@@ -208,30 +208,7 @@ func (s *Supervisor) spawnAll() error {
 		}
 		s.procs = append(s.procs, p)
 	}
-	// exec.Cmd.Start calls Fd on every ExtraFiles entry, and Fd puts the
-	// descriptor in blocking mode (Go issue 29277). The mode belongs to the
-	// open file description that the parent and every worker share, so an
-	// accept in any worker could then block a whole thread. Restore it once
-	// every worker is started, before any of them may accept.
-	if err := setNonblock(s.ln); err != nil {
-		return fmt.Errorf("restore non-blocking listener: %w", err)
-	}
 	return nil
-}
-
-// listenerFile duplicates the listening socket as a file for ExtraFiles.
-// A file, not a descriptor number, because os/exec maps ExtraFiles[0] to
-// fd 3 in the child whatever number it has here.
-func listenerFile(ln net.Listener) (*os.File, error) {
-	fl, ok := ln.(interface{ File() (*os.File, error) })
-	if !ok {
-		return nil, fmt.Errorf("listener %T cannot be shared", ln)
-	}
-	f, err := fl.File()
-	if err != nil {
-		return nil, fmt.Errorf("share listener: %w", err)
-	}
-	return f, nil
 }
 
 // workerEnviron is the environment a worker starts with: the parent's,
