@@ -55,9 +55,14 @@ type message struct {
 	Stats   *workerStats  `json:"stats,omitempty"`   // done
 }
 
-// workerConfig is what a worker needs to build its runtime.
+// workerConfig is what a worker needs to build its runtime, beyond its
+// command line: who it is, its deadlines and the server's settings.
 type workerConfig struct {
-	Index int `json:"index"`
+	Index          int           `json:"index"`
+	Count          int           `json:"count"`      // workers in the generation
+	Generation     int           `json:"generation"` // from 1
+	StartupTimeout time.Duration `json:"startup_timeout"`
+	ForceTimeout   time.Duration `json:"force_timeout"`
 	runtimeConfig
 }
 
@@ -192,7 +197,8 @@ func (s *Supervisor) barrier(ctx context.Context) error {
 		fmt.Errorf("%w after %v", errStartupTimeout, s.cfg.StartupTimeout))
 	defer cancel()
 	for _, p := range s.procs {
-		cfg := workerConfig{Index: p.index, runtimeConfig: s.cfg.Runtime}
+		cfg := workerConfig{Index: p.index, Count: len(s.procs), Generation: s.cfg.Generation,
+			StartupTimeout: s.cfg.StartupTimeout, ForceTimeout: s.cfg.ForceTimeout, runtimeConfig: s.cfg.Runtime}
 		cfg.AcceptPace = acceptPace // workers share the socket: balance it
 		s.sendBy(ctx, p, message{Type: msgConfig, Version: protocolVersion, Config: &cfg})
 	}

@@ -44,7 +44,7 @@ func TestDecodeMessageRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &workerConfig{Index: 3, runtimeConfig: runtimeConfig{Dir: "/srv", MaxConns: 7, TLS: id}}
+	cfg := &workerConfig{Index: 3, Count: 4, Generation: 2, StartupTimeout: time.Second, runtimeConfig: runtimeConfig{MaxConns: 7, TLS: id}}
 	for _, m := range []message{
 		{Type: msgConfig, Version: protocolVersion, Config: cfg},
 		{Type: msgPrepared, PID: 42},
@@ -109,7 +109,7 @@ type workerProcess struct {
 	ln    *net.TCPListener
 }
 
-func startWorkerProcess(t *testing.T, version string) *workerProcess {
+func startWorkerProcess(t *testing.T, version string, args ...string) *workerProcess {
 	t.Helper()
 	skipWithoutWorkers(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,7 +122,7 @@ func startWorkerProcess(t *testing.T, version string) *workerProcess {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w := &workerProcess{cmd: exec.Command(os.Args[0]), ln: ln.(*net.TCPListener)}
+	w := &workerProcess{cmd: exec.Command(os.Args[0], args...), ln: ln.(*net.TCPListener)}
 	w.cmd.Env = append(os.Environ(), workerEnv+"="+version)
 	w.cmd.ExtraFiles = []*os.File{f}
 	w.cmd.Stderr = os.Stderr
@@ -137,10 +137,10 @@ func startWorkerProcess(t *testing.T, version string) *workerProcess {
 }
 
 func TestWorkerEOFBeforeCommitExitsWithoutAccepting(t *testing.T) {
-	w := startWorkerProcess(t, strconv.Itoa(protocolVersion))
 	dir := t.TempDir()
 	writeFile(t, dir, "index.html", "hello")
-	cfg := &workerConfig{runtimeConfig: runtimeConfig{Dir: dir, HeaderTimeout: time.Second, IdleTimeout: time.Second, DrainTimeout: time.Second}}
+	w := startWorkerProcess(t, strconv.Itoa(protocolVersion), "-dir", dir)
+	cfg := &workerConfig{StartupTimeout: 5 * time.Second, runtimeConfig: runtimeConfig{HeaderTimeout: time.Second, IdleTimeout: time.Second, DrainTimeout: time.Second}}
 	if err := (&lineWriter{w: w.stdin}).send(message{Type: msgConfig, Version: protocolVersion, Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +181,8 @@ func TestWorkerRefusesAnotherProtocolVersion(t *testing.T) {
 }
 
 func TestWorkerReportsFailedWhenItsDirectoryVanished(t *testing.T) {
-	w := startWorkerProcess(t, strconv.Itoa(protocolVersion))
-	cfg := &workerConfig{runtimeConfig: runtimeConfig{Dir: filepath.Join(t.TempDir(), "gone")}}
+	w := startWorkerProcess(t, strconv.Itoa(protocolVersion), "-dir", filepath.Join(t.TempDir(), "gone"))
+	cfg := &workerConfig{StartupTimeout: 5 * time.Second}
 	(&lineWriter{w: w.stdin}).send(message{Type: msgConfig, Version: protocolVersion, Config: cfg})
 	m, err := w.out.next()
 	if err != nil || m.Type != msgFailed || !strings.Contains(m.Reason, "gone") {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ type config struct {
 	TLSKey         string
 	TLSSelfSigned  bool
 	Runtime        runtimeConfig
+	Args           []string // the command line, which every worker parses again
 }
 
 // usageError is a configuration problem, named by its flag.
@@ -38,11 +40,35 @@ func bad(name, format string, args ...any) error {
 	return &usageError{flag: name, problem: fmt.Sprintf(format, args...)}
 }
 
-// parseConfig parses and validates args. Help goes to out and returns
-// flag.ErrHelp; every other problem is one error naming the flag.
-func parseConfig(args []string, out io.Writer) (*config, error) {
-	cfg := &config{}
-	fs := newFlagSet(cfg)
+// parseConfig parses and validates args, whose flags are servery's own and
+// those defined on appFlags, then runs the App's check. Help goes to out
+// and returns flag.ErrHelp; every other problem is one error naming the
+// flag.
+func parseConfig(args []string, out io.Writer, appFlags *flag.FlagSet, check func() error) (*config, error) {
+	cfg, err := parseFlags(args, out, appFlags)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+// parseFlags parses args into a config and into appFlags' variables,
+// without validating them. Workers parse their command line with it, so
+// the App's flags hold the same values in every process.
+func parseFlags(args []string, out io.Writer, appFlags *flag.FlagSet) (*config, error) {
+	cfg := &config{Args: args}
+	fs, err := newFlagSet(cfg, appFlags)
+	if err != nil {
+		return nil, err
+	}
 	fs.SetOutput(io.Discard) // one line of our own instead of the usage dump
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -55,26 +81,22 @@ func parseConfig(args []string, out io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see -help)", fs.Arg(0))
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
 	return cfg, nil
 }
 
-// newFlagSet binds every flag to cfg, with the defaults.
-func newFlagSet(cfg *config) *flag.FlagSet {
+// newFlagSet binds servery's flags to cfg, with the defaults, and adds
+// every flag defined on appFlags, so one command line carries both. A
+// program's flag that reuses one of servery's names is refused rather
+// than silently shadowed.
+func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs := flag.NewFlagSet("servery", flag.ContinueOnError)
 	rt := &cfg.Runtime
-	rt.CacheBytes = 64 << 20
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen `address`: host:port, [::1]:port or :port")
-	fs.StringVar(&rt.Dir, "dir", ".", "`directory` to serve, read-only")
 	fs.IntVar(&cfg.Workers, "workers", 1, "worker processes; 1 serves in this process (direct mode)")
 	fs.DurationVar(&rt.DrainTimeout, "drain-timeout", 10*time.Second, "stop: time in-flight requests get before survivors are terminated")
 	fs.DurationVar(&cfg.ForceTimeout, "force-timeout", 15*time.Second, "stop: deadline, from the start of the stop, after which survivors are killed; must exceed -drain-timeout")
-	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 30*time.Second, "start: the whole startup barrier must complete within this")
+	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 30*time.Second, "start: the whole startup barrier, the app's start step in every worker included, must complete within this")
 	fs.IntVar(&rt.MaxConns, "max-conns", 1024, "open connections PER WORKER (N workers: up to N times this); 0 = unlimited")
-	fs.Var((*byteSize)(&rt.CacheBytes), "cache-bytes", "in-memory file cache budget PER WORKER (N workers: up to N times this): a `size` in bytes or with a unit such as 512KiB, 64MiB, 1GB; 0 disables it")
-	fs.DurationVar(&rt.CacheRevalidate, "cache-revalidate", time.Second, "how old a cached entry may get before a stat checks it again, so an edited file is served fresh within this window; 0 = every request (per worker cache)")
 	fs.DurationVar(&rt.HeaderTimeout, "header-timeout", 10*time.Second, "time a client gets to send its request headers (per connection)")
 	fs.DurationVar(&rt.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open (per connection)")
 	fs.DurationVar(&rt.WriteTimeout, "write-timeout", 60*time.Second, "a response that makes no write progress for this long is cut off, so a client that stops reading frees its connection slot (per connection)")
@@ -82,11 +104,22 @@ func newFlagSet(cfg *config) *flag.FlagSet {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "serve HTTPS with this private key `file` (PEM; needs -tls-cert)")
 	fs.BoolVar(&cfg.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with one self-signed identity generated at start, shared by every worker")
 	fs.StringVar(&rt.AccessLog, "access-log", "", "log requests: - for stderr, or a file `path` (a file only with -workers 1)")
+	var clash error
+	appFlags.VisitAll(func(f *flag.Flag) {
+		if fs.Lookup(f.Name) != nil {
+			clash = errors.Join(clash, fmt.Errorf("the program defines flag -%s, which is servery's own", f.Name))
+			return
+		}
+		fs.Var(f.Value, f.Name, f.Usage)
+	})
+	if clash != nil {
+		return nil, clash
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: servery [flags]\n\nServes -dir over HTTP(S) from one process or from -workers processes sharing one listener.\nEvery limit and cache is per worker process: with N workers, totals are N times the value.\n\n")
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nServes over HTTP(S) from one process or from -workers processes sharing one listener.\nEvery limit and cache is per worker process: with N workers, totals are N times the value.\n\n", filepath.Base(os.Args[0]))
 		fs.PrintDefaults()
 	}
-	return fs
+	return fs, nil
 }
 
 // validate checks the whole configuration before anything is bound or
@@ -94,7 +127,6 @@ func newFlagSet(cfg *config) *flag.FlagSet {
 func (cfg *config) validate() error {
 	rt := &cfg.Runtime
 	checks := []func() error{
-		func() error { return checkDir(rt.Dir) },
 		cfg.checkWorkers,
 		func() error { return checkAddr(cfg.Addr) },
 		cfg.checkDurations,
@@ -111,26 +143,6 @@ func (cfg *config) validate() error {
 		if err := check(); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// checkDir requires a readable directory.
-func checkDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return bad("dir", "%v", err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return bad("dir", "%v", err)
-	}
-	if !info.IsDir() {
-		return bad("dir", "%s is not a directory", dir)
-	}
-	if _, err := f.Readdirnames(1); err != nil && err != io.EOF {
-		return bad("dir", "cannot read %s: %v", dir, err)
 	}
 	return nil
 }
@@ -168,7 +180,6 @@ func (cfg *config) checkDurations() error {
 		v    time.Duration
 	}{
 		{"drain-timeout", rt.DrainTimeout}, {"force-timeout", cfg.ForceTimeout},
-		{"cache-revalidate", rt.CacheRevalidate},
 	} {
 		if d.v < 0 {
 			return bad(d.name, "must not be negative, got %v", d.v)
@@ -250,6 +261,7 @@ func (cfg *config) supervisor() supervisorConfig {
 		DrainTimeout:   cfg.Runtime.DrainTimeout,
 		ForceTimeout:   cfg.ForceTimeout,
 		Runtime:        cfg.Runtime,
+		Args:           cfg.Args,
 	}
 }
 

@@ -3,9 +3,8 @@ package main
 // drain.go is the stop path on both sides. A serving runtime (the direct
 // mode's, or a worker's) drains: it stops accepting, lets in-flight
 // requests finish within the drain timeout, then closes what remains. The
-// parent escalates: it closes its listener and every worker's stdin, then
-// terminates survivors at the drain timeout and kills them at the force
-// timeout.
+// parent escalates: it closes every worker's stdin, then terminates
+// survivors at the drain timeout and kills them at the force timeout.
 
 import (
 	"context"
@@ -47,10 +46,6 @@ func (srv *server) drain(hurry context.Context) error {
 func (s *Supervisor) escalate(began time.Time, drain time.Duration) error {
 	force := s.cfg.ForceTimeout - s.cfg.DrainTimeout + drain
 	s.log.Info("stop begun", "workers", len(s.procs), "terminate_after", drain, "kill_after", force)
-	// Close the parent's copy first: once every worker has closed its own,
-	// the kernel refuses new connections instead of queueing them for a
-	// listener nobody will accept on.
-	s.ln.Close()
 	for _, p := range s.procs {
 		p.stdin.Close() // EOF is the drain signal
 	}

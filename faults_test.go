@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 		time.Sleep(time.Hour)
 		os.Exit(0)
 	case os.Getenv(mainEnv) != "":
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(runStatic(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -69,7 +70,8 @@ func testWorker(fault string) int {
 	delay := faultDelay()
 	switch fault {
 	case "":
-		return workerEntry(os.Getenv(workerEnv))
+		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+		return workerEntry(os.Getenv(workerEnv), os.Args[1:], fs, newStaticApp(fs))
 	case faultFail, faultExit, faultGarbage, faultHang:
 		return brokenWorker(fault)
 	}
@@ -102,7 +104,20 @@ func testWorker(fault string) int {
 		log.Error("unknown fault")
 		return 1
 	}
-	return runWorker(wio)
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	app := newStaticApp(fs)
+	if _, err := parseFlags(os.Args[1:], io.Discard, fs); err != nil {
+		log.Error("parse command line", "err", err)
+		return 1
+	}
+	return runWorker(wio, app)
+}
+
+// runStatic is run with the static site's App, on flags of its own, so
+// tests can call it many times in one process.
+func runStatic(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("static", flag.ContinueOnError)
+	return run(args, stdout, stderr, fs, newStaticApp(fs))
 }
 
 // brokenWorker misbehaves without ever running the real worker.

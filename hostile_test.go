@@ -358,7 +358,7 @@ var pathEscapes = []string{
 }
 
 func TestPathEscapesOverTheWireStayInsideRoot(t *testing.T) {
-	h := newHarness(t, 1, nil, func(c *supervisorConfig) { c.Runtime.Dir = hostileSite(t) })
+	h := newHarness(t, 1, nil, func(c *supervisorConfig) { c.Args = []string{"-dir", hostileSite(t)} })
 	h.start()
 	var targets []string
 	for _, tc := range hostilePaths {

@@ -130,10 +130,15 @@ func TestMaxConnsSlotFreedWhenConnectionCloses(t *testing.T) {
 
 // startRuntime serves dir in this process, as direct mode does, on a
 // loopback listener, and drains it when the test ends.
-func startRuntime(t *testing.T, cfg runtimeConfig) string {
+func startRuntime(t *testing.T, dir string, cfg runtimeConfig) string {
 	t.Helper()
 	cfg.HeaderTimeout, cfg.IdleTimeout, cfg.DrainTimeout = 5*time.Second, 5*time.Second, time.Second
-	srv, err := newServer(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	static, err := newStaticHandler(dir, staticOptions{CacheBytes: 64 << 20, Revalidate: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { static.Close() })
+	srv, err := newServer(cfg, static, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +157,7 @@ func startRuntime(t *testing.T, cfg runtimeConfig) string {
 
 func TestStalledReaderIsCutOffAndFreesItsSlot(t *testing.T) {
 	dir, _ := siteWithBigFile(t)
-	addr := startRuntime(t, runtimeConfig{Dir: dir, MaxConns: 1, WriteTimeout: 300 * time.Millisecond})
+	addr := startRuntime(t, dir, runtimeConfig{MaxConns: 1, WriteTimeout: 300 * time.Millisecond})
 	// This client asks for 32 MiB and never reads: the socket buffers fill
 	// and the server's write stalls, holding the only slot.
 	stalled, err := net.Dial("tcp", addr)
@@ -176,7 +181,7 @@ func TestLargeFilesAndRangesCrossSendChunks(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big.bin"), content, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := startRuntime(t, runtimeConfig{Dir: dir, WriteTimeout: time.Minute})
+	addr := startRuntime(t, dir, runtimeConfig{WriteTimeout: time.Minute})
 	for _, tc := range []struct {
 		rng        string
 		start, end int // the bytes expected, [start, end)

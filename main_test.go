@@ -66,7 +66,7 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(tc.args, &stdout, &stderr)
+			code := runStatic(tc.args, &stdout, &stderr)
 			msg := stderr.String()
 			if code != exitUsage || !strings.Contains(msg, tc.want) || strings.Count(msg, "\n") != 1 {
 				t.Errorf("run(%q) = %d, stderr %q; want %d and one line containing %q", tc.args, code, msg, exitUsage, tc.want)
@@ -77,7 +77,7 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 
 func TestHelpSaysLimitsArePerWorker(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-help"}, &stdout, &stderr); code != exitOK {
+	if code := runStatic([]string{"-help"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("run(-help) = %d; want 0", code)
 	}
 	help := stdout.String()
@@ -97,7 +97,7 @@ func TestAddressInUseExitsOneNamingIt(t *testing.T) {
 	defer ln.Close()
 	addr := ln.Addr().String()
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"-dir", t.TempDir(), "-addr", addr}, &stdout, &stderr)
+	code := runStatic([]string{"-dir", t.TempDir(), "-addr", addr}, &stdout, &stderr)
 	if code != exitFailure || !strings.Contains(stderr.String(), addr) || !strings.Contains(stderr.String(), "in use") {
 		t.Errorf("run on a busy address = %d, %q; want %d naming %s", code, stderr.String(), exitFailure, addr)
 	}
@@ -116,7 +116,7 @@ type servery struct {
 
 var (
 	servingRe = regexp.MustCompile(`msg=serving .*url=https?://([^/ ]+)/`)
-	startedRe = regexp.MustCompile(`msg="worker started" worker=\d+ pid=(\d+)`)
+	startedRe = regexp.MustCompile(`msg="worker started" generation=\d+ worker=\d+ pid=(\d+)`)
 )
 
 // startServery starts servery with args and waits until it serves. Cleanup
@@ -367,7 +367,7 @@ func TestOneTLSIdentityAcrossWorkers(t *testing.T) {
 }
 
 // countersRe matches a worker's final counters in the parent's log.
-var countersRe = regexp.MustCompile(`msg="worker counters" worker=\d+ pid=\d+ accepted=(\d+)`)
+var countersRe = regexp.MustCompile(`msg="worker counters" generation=\d+ worker=\d+ pid=\d+ accepted=(\d+)`)
 
 // colonHex writes upper-case hex as colon-separated byte pairs, the way
 // servery logs a fingerprint.

@@ -255,7 +255,7 @@ func TestGracefulStopUnderLoadTruncatesNothing(t *testing.T) {
 	stopping.Store(true)
 	began := time.Now()
 	stopped := make(chan error, 1)
-	go func() { stopped <- h.sup.Stop(context.Background()) }()
+	go func() { stopped <- h.stop(context.Background()) }()
 	time.Sleep(100 * time.Millisecond) // the drain is under way
 	if n, err := io.Copy(io.Discard, inFlight); err != nil || n+64<<10 != hugeSize {
 		t.Errorf("the response in flight at the stop: %d bytes, %v; want all %d", n+64<<10, err, hugeSize)
@@ -321,7 +321,7 @@ func TestWorkerKilledAfterReadyStopsGenerationCleanly(t *testing.T) {
 		t.Fatalf("logged worker pids %v; want 3", pids)
 	}
 	lost := pids[1] // workers start, and log, in index order
-	if !strings.Contains(s.logs(), fmt.Sprintf(`msg="worker started" worker=1 pid=%d`, lost)) {
+	if !strings.Contains(s.logs(), fmt.Sprintf(`msg="worker started" generation=1 worker=1 pid=%d`, lost)) {
 		t.Fatalf("pid %d is not worker 1 in the log", lost)
 	}
 	syscall.Kill(lost, syscall.SIGKILL)
@@ -334,7 +334,7 @@ func TestWorkerKilledAfterReadyStopsGenerationCleanly(t *testing.T) {
 	}
 	logs := s.logs()
 	for _, re := range []string{
-		fmt.Sprintf(`level=ERROR msg="worker lost" worker=1 pid=%d reason="exited: signal: killed"`, lost),
+		fmt.Sprintf(`level=ERROR msg="worker lost" generation=1 worker=1 pid=%d reason="exited: signal: killed"`, lost),
 		fmt.Sprintf(`level=ERROR msg="stopped with error" err="generation lost worker 1 \(pid %d\)`, lost),
 	} {
 		if !regexp.MustCompile(re).MatchString(logs) {
@@ -390,7 +390,7 @@ func TestUnfinishableDrainEndsByForceDeadline(t *testing.T) {
 	defer close(stopReading)
 
 	began := time.Now()
-	err = h.sup.Stop(context.Background())
+	err = h.stop(context.Background())
 	took := time.Since(began)
 	if err != nil {
 		t.Errorf("Stop() = %v; want nil (every worker reaped)", err)

@@ -23,36 +23,40 @@ import (
 // supervisorConfig is what the parent needs beyond the workers' runtime.
 type supervisorConfig struct {
 	Workers        int
+	Generation     int // this generation's number, from 1, for workers and logs
 	StartupTimeout time.Duration
 	DrainTimeout   time.Duration
 	ForceTimeout   time.Duration
 	Runtime        runtimeConfig
+	Args           []string // the command line every worker is started with
 }
 
 // procSeam is how the supervisor starts and signals processes. Tests swap
 // its fields to start the test binary with a fault, or to lose a signal.
 type procSeam struct {
-	// command returns the unstarted command for worker index.
-	command func(index int) (*exec.Cmd, error)
+	// command returns the unstarted command for worker index, which runs
+	// with args.
+	command func(index int, args []string) (*exec.Cmd, error)
 	// signal sends sig to the process group the worker leads.
 	signal func(p *workerProc, sig os.Signal) error
 }
 
 // Supervisor runs one fixed generation of workers sharing one listener.
 //
-// The Supervisor owns the listener it is given and closes it when the
-// generation stops. It owns the write end of each worker's stdin (the
-// liveness pipe) and the read end of each worker's stdout. Workers are never
-// restarted: a worker lost after ready stops the whole generation, and the
-// service manager decides what happens next.
+// The Supervisor shares the listener it is given but never closes it: the
+// Service above it owns the listener, which outlives any one generation.
+// It owns the write end of each worker's stdin (the liveness pipe) and the
+// read end of each worker's stdout. Workers are never restarted: a worker
+// lost after ready stops the whole generation, and the service manager
+// decides what happens next.
 type Supervisor struct {
 	cfg  supervisorConfig
 	ln   net.Listener
 	log  *slog.Logger
 	seam procSeam
-	// notify tells the service manager about the generation, as sd_notify
-	// states such as "STOPPING=1"; main sets it, and it defaults to nothing.
-	notify func(states ...string)
+	// onLost, when set, is called once with the error when a worker of the
+	// ready generation is lost, as the generation begins to stop.
+	onLost func(error)
 
 	startedAt time.Time
 	committed bool // commit was sent to some worker; owned by Start
@@ -78,9 +82,8 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 	return &Supervisor{
 		cfg:    cfg,
 		ln:     ln,
-		log:    log,
+		log:    log.With("generation", cfg.Generation),
 		seam:   procSeam{command: selfCommand, signal: signalWorkerGroup},
-		notify: func(...string) {},
 		events: make(chan event),
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
@@ -90,14 +93,17 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 // signalWorkerGroup signals the process group p leads.
 func signalWorkerGroup(p *workerProc, sig os.Signal) error { return signalGroup(p.pid, sig) }
 
-// selfCommand starts the parent's own executable, so a worker is the same
-// build as its parent, `go run .` included.
-func selfCommand(int) (*exec.Cmd, error) {
+// selfCommand starts the parent's own executable with the parent's
+// command line, so a worker is the same build as its parent (`go run .`
+// included) and its App reads the same flags. The executable is looked up
+// at every spawn, so a generation started after the binary was replaced
+// runs the new one.
+func selfCommand(_ int, args []string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
 	}
-	return exec.Command(exe), nil
+	return exec.Command(exe, args...), nil
 }
 
 // Start starts the generation and blocks until every worker is ready. If
@@ -141,9 +147,8 @@ func (s *Supervisor) Start(ctx context.Context) error {
 
 // Stop stops the generation and blocks until every worker has been reaped
 // and every handle released, or until the final deadline has passed (plus
-// at most a second for the readers of survivors' pipes). It
-// closes the listener and every worker's stdin at once, so all workers
-// drain together; survivors are terminated at the drain timeout and killed
+// at most a second for the readers of survivors' pipes). It closes every
+// worker's stdin at once, so all workers drain together; survivors are terminated at the drain timeout and killed
 // at the force timeout, both measured from the start of the stop.
 // Cancelling ctx does not abandon the stop: it skips the rest of the drain,
 // so survivors are terminated at once. Stop returns nil only if every
@@ -152,7 +157,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 //
 // A Start in progress owns the generation until it returns, so Stop first
 // waits for it; to cut a startup short, cancel Start's context. Stop
-// before Start closes the listener, and a later Start fails.
+// before Start makes a later Start fail.
 func (s *Supervisor) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	startDone := s.startDone
@@ -276,7 +281,9 @@ func (s *Supervisor) observe(ev event) {
 	}
 	lost := &workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err}
 	s.log.Error("worker lost", "worker", p.index, "pid", p.pid, "reason", reason)
-	s.notify("STATUS=" + lost.Error())
+	if s.onLost != nil {
+		s.onLost(lost)
+	}
 	s.beginStop(fmt.Errorf("generation lost %w", lost), s.cfg.DrainTimeout)
 }
 
@@ -290,7 +297,6 @@ func (s *Supervisor) beginStop(cause error, drain time.Duration) {
 		s.stopping = true
 		s.lost = cause
 		s.mu.Unlock()
-		s.notify("STOPPING=1")
 		go s.stop(drain)
 	})
 }
@@ -379,7 +385,7 @@ var errExited = errors.New("exited")
 // spawn starts worker index with the listener as its fd 3 and starts the
 // goroutines that read its output and reap it.
 func (s *Supervisor) spawn(index int, lnFile *os.File) (*workerProc, error) {
-	cmd, err := s.seam.command(index)
+	cmd, err := s.seam.command(index, s.cfg.Args)
 	if err != nil {
 		return nil, err
 	}

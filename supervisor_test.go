@@ -27,6 +27,7 @@ import (
 type harness struct {
 	t       *testing.T
 	sup     *Supervisor
+	ln      net.Listener // the parent's copy, which the harness owns as a Service would
 	addr    string
 	dir     string
 	logs    *os.File // the supervisor's and the workers' stderr
@@ -41,9 +42,9 @@ func testConfig(dir string, workers int) supervisorConfig {
 		DrainTimeout:   2 * time.Second,
 		ForceTimeout:   4 * time.Second,
 		Runtime: runtimeConfig{
-			Dir: dir, CacheBytes: 1 << 20, HeaderTimeout: 5 * time.Second,
-			IdleTimeout: 5 * time.Second, DrainTimeout: 2 * time.Second,
+			HeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, DrainTimeout: 2 * time.Second,
 		},
+		Args: []string{"-dir", dir, "-cache-bytes", "1MiB"},
 	}
 }
 
@@ -70,8 +71,9 @@ func newHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*
 	}
 	h.addr = ln.Addr().String()
 	h.sup = newSupervisor(cfg, ln, slog.New(slog.NewTextHandler(logs, nil)))
-	h.sup.seam.command = func(i int) (*exec.Cmd, error) {
-		cmd := exec.Command(os.Args[0])
+	h.ln = ln
+	h.sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
+		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = append(os.Environ(), faultEnv+"="+faults[i], pidFileEnv+"="+h.pidFile)
 		cmd.Stderr = logs
 		return cmd, nil
@@ -93,7 +95,7 @@ func (h *harness) cleanup() {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		h.sup.Stop(hurry)
+		h.stop(hurry)
 	}()
 	select {
 	case <-stopped:
@@ -111,6 +113,7 @@ func (h *harness) cleanup() {
 		b, _ := os.ReadFile(h.logs.Name())
 		h.t.Logf("logs:\n%s", b)
 	}
+	h.ln.Close()
 	h.logs.Close()
 }
 
@@ -126,6 +129,14 @@ func assertNoRaceReports(t *testing.T, path string) {
 	if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
 		t.Errorf("a child process reported a data race:\n%s", b[i:min(len(b), i+4000)])
 	}
+}
+
+// stop stops the generation as the Service does: the parent's copy of
+// the listener closes first, so the kernel refuses what no worker will
+// accept.
+func (h *harness) stop(ctx context.Context) error {
+	h.ln.Close()
+	return h.sup.Stop(ctx)
 }
 
 // start starts the generation and fails the test if it does not start.
@@ -158,8 +169,11 @@ func (h *harness) assertAllGone() {
 	if pid := h.grandchild(); pid > 0 && !waitGone(pid, 2*time.Second) {
 		h.t.Errorf("grandchild (pid %d) still alive", pid)
 	}
+	// The generation never closes the shared listener; with the parent's
+	// copy closed, the port refuses only if no worker holds a copy.
+	h.ln.Close()
 	if !portRefusesWithin(h.addr, 2*time.Second) {
-		h.t.Errorf("port %s still accepts connections", h.addr)
+		h.t.Errorf("port %s still accepts connections: a worker holds the listener", h.addr)
 	}
 }
 
@@ -275,7 +289,7 @@ func TestWorkersShareOnePort(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if err := h.sup.Stop(context.Background()); err != nil {
+			if err := h.stop(context.Background()); err != nil {
 				t.Fatalf("Stop() = %v; want nil", err)
 			}
 			answering := 0
@@ -431,7 +445,7 @@ func TestTerminateAtDrainDeadlineStopsWorkerThatIgnoresEOF(t *testing.T) {
 	})
 	h.start()
 	began := time.Now()
-	if err := h.sup.Stop(context.Background()); err != nil {
+	if err := h.stop(context.Background()); err != nil {
 		t.Fatalf("Stop() = %v; want nil (the worker was terminated and reaped)", err)
 	}
 	// Without the SIGTERM stage the deaf worker would last until the kill.
@@ -450,7 +464,7 @@ func TestForceKillsWorkerThatIgnoresTerm(t *testing.T) {
 	})
 	h.start()
 	began := time.Now()
-	if err := h.sup.Stop(context.Background()); err != nil {
+	if err := h.stop(context.Background()); err != nil {
 		t.Fatalf("Stop() = %v; want nil (the worker was killed and reaped)", err)
 	}
 	if took := time.Since(began); took < 600*time.Millisecond || took > 600*time.Millisecond+finalGrace {
@@ -467,7 +481,7 @@ func TestKillReachesWorkersGrandchild(t *testing.T) {
 	if h.grandchild() == 0 {
 		t.Fatal("the worker recorded no grandchild")
 	}
-	if err := h.sup.Stop(context.Background()); err != nil {
+	if err := h.stop(context.Background()); err != nil {
 		t.Fatalf("Stop() = %v; want nil", err)
 	}
 	h.assertAllGone()
@@ -489,7 +503,7 @@ func TestSurvivorsAreReportedAsError(t *testing.T) {
 	h.start()
 	pids := h.sup.pids()
 	stopped := make(chan error, 1)
-	go func() { stopped <- h.sup.Stop(context.Background()) }()
+	go func() { stopped <- h.stop(context.Background()) }()
 	var err error
 	select {
 	case err = <-stopped:
@@ -526,7 +540,7 @@ func TestRollbackSurvivorIsReportedByStart(t *testing.T) {
 
 func TestStopBeforeStartClosesListenerAndRefusesStart(t *testing.T) {
 	h := newHarness(t, 2, nil)
-	if err := h.sup.Stop(context.Background()); err != nil {
+	if err := h.stop(context.Background()); err != nil {
 		t.Fatalf("Stop() before Start = %v; want nil", err)
 	}
 	if err := h.sup.Start(context.Background()); err == nil {
@@ -544,7 +558,7 @@ func TestStopAndWaitAreIdempotent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
 	for range 3 {
-		wg.Go(func() { errs <- h.sup.Stop(context.Background()) })
+		wg.Go(func() { errs <- h.stop(context.Background()) })
 		wg.Go(func() { errs <- h.sup.Wait() })
 	}
 	wg.Wait()
@@ -554,7 +568,7 @@ func TestStopAndWaitAreIdempotent(t *testing.T) {
 			t.Errorf("Stop()/Wait() = %v; want nil", err)
 		}
 	}
-	if err := h.sup.Stop(context.Background()); err != nil {
+	if err := h.stop(context.Background()); err != nil {
 		t.Errorf("Stop() again = %v; want nil", err)
 	}
 	h.assertAllGone()
@@ -580,7 +594,7 @@ func TestHandlesReleasedAfterReap(t *testing.T) {
 	cycle := func() {
 		h := newHarness(t, 2, nil)
 		h.start()
-		if err := h.sup.Stop(context.Background()); err != nil {
+		if err := h.stop(context.Background()); err != nil {
 			t.Fatalf("Stop() = %v", err)
 		}
 		h.logs.Close() // the harness's own file, not the supervisor's
@@ -668,8 +682,8 @@ func BenchmarkGenerationStartStop(b *testing.B) {
 			b.Fatal(err)
 		}
 		sup := newSupervisor(testConfig(dir, 4), ln, log)
-		sup.seam.command = func(int) (*exec.Cmd, error) {
-			cmd := exec.Command(os.Args[0])
+		sup.seam.command = func(_ int, args []string) (*exec.Cmd, error) {
+			cmd := exec.Command(os.Args[0], args...)
 			cmd.Stderr = devNull // the workers' logs would interleave with the results
 			return cmd, nil
 		}
@@ -681,6 +695,7 @@ func BenchmarkGenerationStartStop(b *testing.B) {
 		if err := sup.Stop(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		ln.Close()
 		start += t1.Sub(t0)
 		stop += time.Since(t1)
 	}

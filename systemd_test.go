@@ -201,7 +201,7 @@ func TestReadyIsNotifiedOnlyOnceEveryWorkerIsReady(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no worker claimed the slow part: %v", err)
 	}
-	if !regexp.MustCompile(`msg=ready worker=\d pid=` + string(pid) + ` `).MatchString(logs) {
+	if !regexp.MustCompile(`msg=ready generation=1 worker=\d pid=` + string(pid) + ` `).MatchString(logs) {
 		t.Errorf("READY=1 came before the slow worker (pid %s) was ready:\n%s", pid, logs)
 	}
 	if n := strings.Count(logs, "msg=ready "); n != 3 {
@@ -217,13 +217,9 @@ func TestLostWorkerIsNotified(t *testing.T) {
 	s := launchServery(t, cmd)
 	ns.next(t) // READY=1
 	syscall.Kill(s.workerPIDs()[1], syscall.SIGKILL)
-	var all []string
-	for range 2 {
-		all = append(all, ns.next(t).text)
-	}
-	joined := strings.Join(all, "|")
-	if !strings.Contains(joined, "STATUS=worker 1") || !strings.Contains(joined, "STOPPING=1") {
-		t.Errorf("notifications %q; want a STATUS naming worker 1 and STOPPING=1", all)
+	// One datagram, so the manager sees the reason and the stop together.
+	if d := ns.next(t); !strings.Contains(d.text, "STATUS=worker 1") || !strings.Contains(d.text, "STOPPING=1") {
+		t.Errorf("notification %q; want a STATUS naming worker 1 with STOPPING=1", d.text)
 	}
 	s.wait(10 * time.Second)
 }

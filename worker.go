@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,45 +25,38 @@ import (
 // runtimeConfig is one serving runtime's configuration. Every limit and
 // cache in it is per runtime, so per worker process.
 type runtimeConfig struct {
-	Dir             string        `json:"dir"`
-	MaxConns        int           `json:"max_conns"` // 0 = unlimited
-	CacheBytes      int64         `json:"cache_bytes"`
-	CacheRevalidate time.Duration `json:"cache_revalidate"`
-	HeaderTimeout   time.Duration `json:"header_timeout"`
-	IdleTimeout     time.Duration `json:"idle_timeout"`
-	WriteTimeout    time.Duration `json:"write_timeout"` // 0: none
-	DrainTimeout    time.Duration `json:"drain_timeout"`
-	AccessLog       string        `json:"access_log"`  // "", "-" for stderr, or a path (direct mode only)
-	AcceptPace      time.Duration `json:"accept_pace"` // see limitListener; 0 in direct mode
-	TLS             *tlsIdentity  `json:"tls,omitempty"`
+	MaxConns      int           `json:"max_conns"` // 0 = unlimited
+	HeaderTimeout time.Duration `json:"header_timeout"`
+	IdleTimeout   time.Duration `json:"idle_timeout"`
+	WriteTimeout  time.Duration `json:"write_timeout"` // 0: none
+	DrainTimeout  time.Duration `json:"drain_timeout"`
+	AccessLog     string        `json:"access_log"`  // "", "-" for stderr, or a path (direct mode only)
+	AcceptPace    time.Duration `json:"accept_pace"` // see limitListener; 0 in direct mode
+	TLS           *tlsIdentity  `json:"tls,omitempty"`
 }
 
 // maxHeaderBytes caps a request's header block well under net/http's 1 MiB
 // default; past it the client gets 431.
 const maxHeaderBytes = 16 << 10
 
-// server is one serving runtime: the static handler behind an http.Server,
-// a connection limit and the counters a worker reports when it exits.
+// server is one serving runtime: the App's handler behind an http.Server,
+// a connection limit and the counters a worker reports when it exits. The
+// handler belongs to the App, which releases it in its stop step.
 type server struct {
 	cfg      runtimeConfig
-	static   *staticHandler
 	http     *http.Server
 	logFile  io.WriteCloser // the access log, when it is a file
 	accepted atomic.Int64
 	served   atomic.Int64
 }
 
-// newServer builds a runtime for cfg. It opens the directory and parses
-// the TLS identity, so every error a worker can have before serving shows
-// up here, before it reports prepared.
-func newServer(cfg runtimeConfig, log *slog.Logger) (*server, error) {
-	static, err := newStaticHandler(cfg.Dir, staticOptions{CacheBytes: cfg.CacheBytes, Revalidate: cfg.CacheRevalidate})
-	if err != nil {
-		return nil, err
-	}
-	srv := &server{cfg: cfg, static: static}
+// newServer builds a runtime for cfg that serves h. It opens the access
+// log and parses the TLS identity, so every error a worker can have before
+// serving shows up here, before it reports prepared.
+func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, error) {
+	srv := &server{cfg: cfg}
 	srv.http = &http.Server{
-		Handler:           srv.counting(static),
+		Handler:           srv.counting(h),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -70,15 +64,14 @@ func newServer(cfg runtimeConfig, log *slog.Logger) (*server, error) {
 		// must see them.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if err := srv.setAccessLog(); err != nil {
-		static.Close()
-		return nil, err
-	}
 	if cfg.TLS != nil {
+		var err error
 		if srv.http.TLSConfig, err = cfg.TLS.serverConfig(); err != nil {
-			static.Close()
 			return nil, err
 		}
+	}
+	if err := srv.setAccessLog(); err != nil {
+		return nil, err
 	}
 	return srv, nil
 }
@@ -112,9 +105,8 @@ func (srv *server) stats() workerStats {
 	return workerStats{Accepted: srv.accepted.Load(), Served: srv.served.Load()}
 }
 
-// close releases the static root and the access log file once serving is over.
+// close releases the access log file once serving is over.
 func (srv *server) close() error {
-	srv.static.Close()
 	if srv.logFile != nil {
 		return srv.logFile.Close()
 	}
@@ -122,9 +114,9 @@ func (srv *server) close() error {
 }
 
 // workerMain is a worker process's main: it speaks the protocol on stdin
-// and stdout and serves on the listener inherited as fd 3. It returns the
-// exit status.
-func workerMain(log *slog.Logger) int {
+// and stdout, serves app on the listener inherited as fd 3, and returns
+// the exit status.
+func workerMain(log *slog.Logger, app App) int {
 	// The final done message goes to stdout after the parent may have died;
 	// without this a write to the broken pipe would kill the worker with
 	// SIGPIPE before it finished draining.
@@ -137,7 +129,7 @@ func workerMain(log *slog.Logger) int {
 		listener: os.NewFile(3, "listener"),
 		term:     term,
 		log:      log,
-	})
+	}, app)
 }
 
 // workerIO is what a worker talks through. Tests swap fields to inject
@@ -150,19 +142,20 @@ type workerIO struct {
 	log      *slog.Logger
 }
 
-// runWorker runs a worker through its whole life: config, prepared,
-// commit, ready, serving, drain, done. It blocks until the worker should
-// exit and returns the exit status.
-func runWorker(wio workerIO) int {
+// runWorker runs a worker through its whole life: config, the App's
+// start, prepared, commit, ready, serving, drain, the App's stop, done. It
+// blocks until the worker should exit and returns the exit status.
+func runWorker(wio workerIO, app App) int {
 	in := newLineReader(wio.in)
 	out := &lineWriter{w: wio.out}
 	stopWatch := exitOnTermUntilServing(wio.term, wio.log)
-	srv, ln, log, err := prepare(in, wio)
+	rt, err := prepare(in, wio, app)
 	if err != nil {
 		wio.log.Error("worker failed", "err", err)
 		out.send(message{Type: msgFailed, Reason: err.Error()})
 		return 1
 	}
+	log := rt.log
 	if err := out.send(message{Type: msgPrepared, PID: os.Getpid()}); err != nil {
 		log.Error("worker failed", "err", err)
 		return 1
@@ -171,40 +164,72 @@ func runWorker(wio workerIO) int {
 	if ok, err := awaitCommit(msgs); !ok {
 		// Never accepted anything: the parent rolled back or died.
 		log.Info("worker cancelled before commit", "why", err)
+		rt.stopApp(context.Background())
 		return 0
 	}
 	stopWatch()
 	served := make(chan error, 1)
-	go func() { served <- srv.serve(ln) }()
+	go func() { served <- rt.srv.serve(rt.ln) }()
 	if err := out.send(message{Type: msgReady}); err != nil {
 		log.Warn("report ready", "err", err)
 	}
-	return serveUntilDrain(srv, out, msgs, served, wio.term, log)
+	return serveUntilDrain(rt, out, msgs, served, wio.term)
 }
 
-// prepare reads the config message, builds the runtime and adopts the
+// workerRuntime is a prepared worker: its configuration, the App's
+// handler and the server around it, and the adopted listener.
+type workerRuntime struct {
+	cfg *workerConfig
+	app App
+	h   http.Handler
+	srv *server
+	ln  net.Listener
+	log *slog.Logger
+}
+
+// prepare reads the config message, runs the App's start step within the
+// startup timeout, builds the server around its handler and adopts the
 // listener, accepting nothing yet.
-func prepare(in *lineReader, wio workerIO) (*server, net.Listener, *slog.Logger, error) {
+func prepare(in *lineReader, wio workerIO, app App) (*workerRuntime, error) {
 	m, err := in.next()
 	if err != nil {
-		return nil, nil, wio.log, fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read config: %w", err)
 	}
 	if m.Type != msgConfig {
-		return nil, nil, wio.log, fmt.Errorf("first message %q, want %q: %w", m.Type, msgConfig, errProtocol)
+		return nil, fmt.Errorf("first message %q, want %q: %w", m.Type, msgConfig, errProtocol)
 	}
-	log := wio.log.With("worker", m.Config.Index, "pid", os.Getpid())
-	srv, err := newServer(m.Config.runtimeConfig, log)
+	cfg := m.Config
+	rt := &workerRuntime{cfg: cfg, app: app,
+		log: wio.log.With("worker", cfg.Index, "pid", os.Getpid(), "generation", cfg.Generation)}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartupTimeout)
+	defer cancel()
+	rt.h, err = startApp(ctx, app, Worker{Index: cfg.Index, Count: cfg.Count, Generation: cfg.Generation, Log: rt.log})
 	if err != nil {
-		return nil, nil, log, fmt.Errorf("build runtime: %w", err)
+		return nil, err
 	}
-	ln, err := net.FileListener(wio.listener)
+	if rt.srv, err = newServer(cfg.runtimeConfig, rt.h, rt.log); err != nil {
+		rt.stopApp(ctx)
+		return nil, fmt.Errorf("build runtime: %w", err)
+	}
+	rt.ln, err = net.FileListener(wio.listener)
 	// The runtime's listener is a duplicate; this copy is not needed.
 	wio.listener.Close()
 	if err != nil {
-		srv.close()
-		return nil, nil, log, fmt.Errorf("adopt listener: %w", err)
+		rt.srv.close()
+		rt.stopApp(ctx)
+		return nil, fmt.Errorf("adopt listener: %w", err)
 	}
-	return srv, ln, log, nil
+	return rt, nil
+}
+
+// stopApp runs the App's stop step and logs its failure; it reports
+// whether the step succeeded.
+func (rt *workerRuntime) stopApp(ctx context.Context) bool {
+	if err := stopApp(ctx, rt.app, rt.h); err != nil {
+		rt.log.Error("app stop failed", "err", err)
+		return false
+	}
+	return true
 }
 
 // readAll forwards messages from the parent until its stdin ends; the
@@ -263,18 +288,21 @@ func awaitCommit(msgs <-chan message) (bool, error) {
 
 // serveUntilDrain serves until stdin ends (a stop, or the parent died) and
 // then drains; SIGTERM during the drain closes every connection at once.
-// It reports the counters in a done message and returns the exit status.
-func serveUntilDrain(srv *server, out *lineWriter, msgs <-chan message, served <-chan error, term <-chan os.Signal, log *slog.Logger) int {
+// The App's stop step runs after the drain, until SIGTERM or the force
+// deadline. It reports the counters in a done message and returns the
+// exit status: 1 if the drain was cut or the stop step failed.
+func serveUntilDrain(rt *workerRuntime, out *lineWriter, msgs <-chan message, served <-chan error, term <-chan os.Signal) int {
 	hurry, cut := context.WithCancel(context.Background())
 	defer cut()
 	select {
 	case err := <-served:
-		log.Error("serving stopped", "err", err)
+		rt.log.Error("serving stopped", "err", err)
 		return 1
 	case <-term:
 		cut()
-	case <-drainSignal(msgs, log):
+	case <-drainSignal(msgs, rt.log):
 	}
+	began := time.Now()
 	go func() {
 		select {
 		case <-term:
@@ -282,12 +310,17 @@ func serveUntilDrain(srv *server, out *lineWriter, msgs <-chan message, served <
 		case <-hurry.Done():
 		}
 	}()
-	log.Info("worker draining")
-	err := srv.drain(hurry)
-	st := srv.stats()
+	rt.log.Info("worker draining")
+	err := rt.srv.drain(hurry)
+	// The parent kills the worker at the force deadline; the stop step
+	// gets what is left until then, or until SIGTERM.
+	stopCtx, cancel := context.WithDeadline(hurry, began.Add(rt.cfg.ForceTimeout))
+	stopped := rt.stopApp(stopCtx)
+	cancel()
+	st := rt.srv.stats()
 	out.send(message{Type: msgDone, Stats: &st})
-	log.Info("worker drained", "accepted", st.Accepted, "served", st.Served, "err", err)
-	if err != nil {
+	rt.log.Info("worker drained", "accepted", st.Accepted, "served", st.Served, "err", err, "app_stopped", stopped)
+	if err != nil || !stopped {
 		return 1
 	}
 	return 0
@@ -308,14 +341,21 @@ func drainSignal(msgs <-chan message, log *slog.Logger) <-chan struct{} {
 }
 
 // workerEntry runs worker mode after checking that the parent speaks this
-// build's protocol; a mismatch is reported as a failed message.
-func workerEntry(version string) int {
+// build's protocol and parsing the command line the parent passed, so the
+// App's flags hold their values here too. Either failure is reported as a
+// failed message.
+func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if version != strconv.Itoa(protocolVersion) {
-		reason := fmt.Sprintf("protocol version %q, want %d", version, protocolVersion)
+	refuse := func(reason string) int {
 		log.Error("worker refused", "err", reason)
 		(&lineWriter{w: os.Stdout}).send(message{Type: msgFailed, Reason: reason})
 		return 1
 	}
-	return workerMain(log)
+	if version != strconv.Itoa(protocolVersion) {
+		return refuse(fmt.Sprintf("protocol version %q, want %d", version, protocolVersion))
+	}
+	if _, err := parseFlags(args, io.Discard, appFlags); err != nil {
+		return refuse(fmt.Sprintf("parse command line: %v", err))
+	}
+	return workerMain(log, app)
 }

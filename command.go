@@ -1,0 +1,197 @@
+package main
+
+// command.go is servery's front end: Main, flags to a config, the
+// listener, signals and exit codes. The lifecycle itself is driven by
+// methods and contexts (Service.Start, Stop, Wait; server.drain), never
+// by signals.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0 // a clean stop
+	exitFailure = 1 // a runtime failure: bind, startup, a lost worker, a survivor
+	exitUsage   = 2 // bad flags or configuration; nothing was bound or started
+)
+
+// processStart is when this process began, for "ready in" log lines.
+var processStart = time.Now()
+
+// Main runs servery with app and returns the exit status, for os.Exit. It
+// is the whole program: in the parent it parses the command line (servery's
+// flags and every flag defined on flag.CommandLine), checks app, binds the
+// listener and runs the workers until a signal; in a worker, which is the
+// same executable started by the parent with the same command line, it
+// serves app. Code a program runs before calling Main runs in the parent
+// and in every worker alike, so it should only define flags.
+func Main(app App) int {
+	if version, ok := os.LookupEnv(workerEnv); ok {
+		return workerEntry(version, os.Args[1:], flag.CommandLine, app)
+	}
+	return run(os.Args[1:], os.Stdout, os.Stderr, flag.CommandLine, app)
+}
+
+// run is the parent's main: it returns the exit status. appFlags holds the
+// App's flags.
+func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app App) int {
+	cfg, err := parseConfig(args, stdout, appFlags, app.Check)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "servery: %v\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	activated, isActivated, err := activatedListener()
+	if err != nil {
+		fmt.Fprintf(stderr, "servery: socket activation: %v\n", err)
+		return exitUsage
+	}
+	if err := cfg.makeIdentity(log); err != nil {
+		log.Error("tls", "err", err)
+		return exitFailure
+	}
+	ln, err := listen(cfg, activated, isActivated, log)
+	if err != nil {
+		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
+		return exitFailure
+	}
+	stop, hurry := watchSignals(log)
+	n := newNotifier(log)
+	if cfg.Workers == 1 {
+		return runDirect(cfg, app, ln, stop, hurry, n, log)
+	}
+	return runSupervised(cfg, ln, stop, hurry, n, log)
+}
+
+// listen returns the socket systemd passed, if any, or binds -addr. A
+// passed socket wins over an explicit -addr, and the log says so: the unit
+// file, not the command line, owns the address then.
+func listen(cfg *config, activated net.Listener, isActivated bool, log *slog.Logger) (net.Listener, error) {
+	if !isActivated {
+		return net.Listen("tcp", cfg.Addr)
+	}
+	if cfg.AddrSet {
+		log.Warn("socket activation: the passed socket wins over -addr", "addr", cfg.Addr, "socket", activated.Addr().String())
+	}
+	log.Info("socket activation", "socket", activated.Addr().String())
+	return activated, nil
+}
+
+// watchSignals is the signal front end. The first SIGINT or SIGTERM closes
+// stop; the second cancels hurry, which skips the rest of the drain.
+func watchSignals(log *slog.Logger) (stop <-chan struct{}, hurry context.Context) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	stopC := make(chan struct{})
+	hurry, cut := context.WithCancel(context.Background())
+	go func() {
+		sig := <-sigs
+		log.Info("stop requested", "signal", sig.String())
+		close(stopC)
+		sig = <-sigs
+		log.Warn("second signal: skipping the rest of the drain", "signal", sig.String())
+		cut()
+	}()
+	return stopC, hurry
+}
+
+// runDirect serves app in this process until a signal, then drains and
+// runs the App's stop step within what is left of the force deadline.
+func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurry context.Context, n *notifier, log *slog.Logger) int {
+	srv, h, err := startDirect(cfg, app, log)
+	if err != nil {
+		ln.Close()
+		log.Error("cannot build runtime", "err", err)
+		return exitFailure
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.serve(ln) }()
+	log.Info("serving", "url", cfg.url(ln), "workers", 1,
+		"ready_in", time.Since(processStart).Round(100*time.Microsecond))
+	n.notify("READY=1", "STATUS=serving with 1 worker (direct mode)")
+	select {
+	case err := <-served:
+		log.Error("serving stopped", "err", err)
+		return exitFailure
+	case <-stop:
+	}
+	n.notify("STOPPING=1")
+	began := time.Now()
+	err = srv.drain(hurry)
+	st := srv.stats()
+	log.Info("stopped", "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
+	stopCtx, cancel := context.WithDeadline(hurry, began.Add(cfg.ForceTimeout))
+	defer cancel()
+	if err := stopApp(stopCtx, app, h); err != nil {
+		log.Error("app stop failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// startDirect runs the App's start step in this process, as worker 0 of 1,
+// within the startup timeout, and builds the server around its handler.
+func startDirect(cfg *config, app App, log *slog.Logger) (*server, http.Handler, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartupTimeout)
+	defer cancel()
+	h, err := startApp(ctx, app, Worker{Index: 0, Count: 1, Generation: 1, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := newServer(cfg.Runtime, h, log)
+	if err != nil {
+		stopApp(ctx, app, h)
+		return nil, nil, err
+	}
+	return srv, h, nil
+}
+
+// runSupervised runs the service's generation of workers until a signal
+// or a lost worker, then stops it.
+func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, n *notifier, log *slog.Logger) int {
+	svc := newService(cfg.supervisor(), ln, log)
+	svc.notify = n.notify
+	go func() {
+		<-stop
+		svc.Stop(hurry) // a signal during startup cancels it
+	}()
+	if err := svc.Start(context.Background()); err != nil {
+		if errors.Is(err, context.Canceled) && !errors.Is(err, errSurvived) {
+			// The operator stopped a startup, and the rollback was clean.
+			log.Info("stopped during startup", "rolled_back", err)
+			return exitOK
+		}
+		log.Error("not started", "err", err)
+		return exitFailure
+	}
+	log.Info("serving", "url", cfg.url(ln), "workers", cfg.Workers,
+		"pids", fmt.Sprint(svc.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
+	if err := svc.Wait(); err != nil {
+		log.Error("stopped with error", "err", err)
+		return exitFailure
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "complete"
+	}
+	return err.Error()
+}

@@ -1,0 +1,186 @@
+package main
+
+// service.go is the layer above the generation: it owns the listener, runs
+// the generation on it, and tells the service manager what state servery
+// is in. A generation (Supervisor) stays fixed; the Service decides when
+// one starts and when it ends.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+)
+
+// Service runs servery's generation of workers on one listener.
+//
+// The Service owns the listener and closes it once, when the service ends.
+// It alone sends service-manager notifications, serialized by its lock,
+// so READY=1 can never follow STOPPING=1: READY=1 is sent inside Start,
+// only if no stop has begun, and every stop sends STOPPING=1 first.
+type Service struct {
+	cfg    supervisorConfig
+	ln     net.Listener
+	log    *slog.Logger
+	notify func(states ...string) // sd_notify; defaults to nothing
+	// newGeneration builds the Supervisor for a generation. Tests swap it
+	// to start test-binary workers.
+	newGeneration func(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Supervisor
+
+	mu          sync.Mutex
+	started     bool
+	stopping    bool // a stop or a lost worker has begun the end
+	generations int
+	serving     *Supervisor        // the ready generation, or nil
+	cancelStart context.CancelFunc // cuts a Start in progress short
+	startDone   chan struct{}      // closed when Start returns
+
+	stopOnce   sync.Once
+	finishOnce sync.Once
+	closeOnce  sync.Once
+	done       chan struct{} // closed when the service has ended
+	err        error         // how it ended; read after done
+}
+
+// newService returns a Service for cfg on ln. It starts nothing.
+func newService(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Service {
+	return &Service{
+		cfg:           cfg,
+		ln:            ln,
+		log:           log,
+		notify:        func(...string) {},
+		newGeneration: newSupervisor,
+		done:          make(chan struct{}),
+	}
+}
+
+// Start starts the first generation and blocks until every worker is
+// ready or the generation has been rolled back. It sends READY=1 before
+// it returns nil, unless a stop began meanwhile. An error means nothing is
+// left running and the service has ended. Start is called once.
+func (v *Service) Start(ctx context.Context) error {
+	v.mu.Lock()
+	if v.started || v.stopping {
+		v.mu.Unlock()
+		return errors.New("start: service already started or stopped")
+	}
+	v.started = true
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	v.cancelStart, v.startDone = cancel, make(chan struct{})
+	gen := v.nextGeneration()
+	v.mu.Unlock()
+	defer close(v.startDone)
+
+	if err := gen.Start(ctx); err != nil {
+		v.finish(err)
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.serving = gen
+	if v.stopping {
+		return nil // the Stop waiting for this Start stops gen
+	}
+	v.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", v.cfg.Workers))
+	go v.watch(gen)
+	return nil
+}
+
+// nextGeneration numbers and builds the next generation; v.mu is held.
+func (v *Service) nextGeneration() *Supervisor {
+	v.generations++
+	cfg := v.cfg
+	cfg.Generation = v.generations
+	gen := v.newGeneration(cfg, v.ln, v.log)
+	gen.onLost = v.lost
+	return gen
+}
+
+// lost is called by the serving generation when a worker is lost: the
+// service ends, with exit status 1 in the front end.
+func (v *Service) lost(err error) {
+	v.mu.Lock()
+	if !v.stopping {
+		v.stopping = true
+		v.notify("STATUS="+err.Error(), "STOPPING=1")
+	}
+	v.mu.Unlock()
+	v.closeListener()
+}
+
+// watch ends the service when gen ends on its own, after a lost worker.
+func (v *Service) watch(gen *Supervisor) {
+	v.finish(gen.Wait())
+}
+
+// Stop ends the service and blocks until every worker is reaped or the
+// final deadline has passed. A Start in progress is cancelled, so its
+// generation rolls back; a ready generation drains. Cancelling ctx skips
+// the rest of the drain. Stop is safe to call more than once and from
+// several goroutines; each call returns how the service ended.
+func (v *Service) Stop(ctx context.Context) error {
+	v.stopOnce.Do(func() { go v.stop(ctx) })
+	<-v.done
+	return v.err
+}
+
+// stop is the body of the first Stop.
+func (v *Service) stop(ctx context.Context) {
+	v.mu.Lock()
+	if !v.stopping {
+		v.stopping = true
+		v.notify("STOPPING=1")
+	}
+	cancel, startDone := v.cancelStart, v.startDone
+	v.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-startDone
+	}
+	// Close the parent's copy first: once every worker has closed its own,
+	// the kernel refuses new connections instead of queueing them for a
+	// listener nobody will accept on.
+	v.closeListener()
+	v.mu.Lock()
+	gen := v.serving
+	v.mu.Unlock()
+	if gen == nil {
+		v.finish(nil) // never started, or the start already ended it
+		return
+	}
+	v.finish(gen.Stop(ctx))
+}
+
+// Wait blocks until the service has ended, by Stop, a failed Start or a
+// lost worker, and returns how it ended: nil after a clean Stop.
+func (v *Service) Wait() error {
+	<-v.done
+	return v.err
+}
+
+// finish records how the service ended and releases the listener; only
+// the first call counts.
+func (v *Service) finish(err error) {
+	v.finishOnce.Do(func() {
+		v.closeListener()
+		v.err = err
+		close(v.done)
+	})
+}
+
+func (v *Service) closeListener() {
+	v.closeOnce.Do(func() { v.ln.Close() })
+}
+
+// pids returns the serving generation's worker pids, for the log.
+func (v *Service) pids() []int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.serving == nil {
+		return nil
+	}
+	return v.serving.pids()
+}
