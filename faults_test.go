@@ -71,7 +71,7 @@ func testWorker(fault string) int {
 	switch fault {
 	case "":
 		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-		return workerEntry(os.Getenv(workerEnv), os.Args[1:], fs, newStaticApp(fs))
+		return workerEntry(os.Getenv(workerEnv), os.Args[1:], fs, testApp(fs))
 	case faultFail, faultExit, faultGarbage, faultHang:
 		return brokenWorker(fault)
 	}
@@ -105,12 +105,21 @@ func testWorker(fault string) int {
 		return 1
 	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	app := newStaticApp(fs)
+	app := testApp(fs)
 	if _, err := parseFlags(os.Args[1:], io.Discard, fs); err != nil {
 		log.Error("parse command line", "err", err)
 		return 1
 	}
 	return runWorker(wio, app)
+}
+
+// testApp is the App a test worker serves: probeApp when appEnv asks for
+// it, the static site otherwise.
+func testApp(fs *flag.FlagSet) App {
+	if os.Getenv(appEnv) == "probe" {
+		return probeApp(fs)
+	}
+	return newStaticApp(fs)
 }
 
 // runStatic is run with the static site's App, on flags of its own, so

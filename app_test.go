@@ -1,0 +1,225 @@
+package main
+
+// app_test.go proves the application contract: the design record's claims
+// for its WSGI and ASGI runtimes, held by an App's start and stop steps.
+// The workers run probeApp, which records what it does as marker files.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// appEnv makes a test worker serve probeApp instead of the static site.
+const appEnv = "SERVERY_TEST_APP"
+
+// probeApp is an App whose flags choose a fault in one worker's start or
+// stop. It writes a marker file in -marks for each step it takes, holding
+// the time it took it, and answers every request with its identity;
+// /slow answers after -slow.
+func probeApp(fs *flag.FlagSet) App {
+	p := &probe{}
+	fs.StringVar(&p.marks, "marks", "", "directory for marker files")
+	fs.StringVar(&p.startFault, "start-fault", "", "slow, fail or panic")
+	fs.IntVar(&p.faultWorker, "fault-worker", 0, "the worker whose start misbehaves")
+	fs.StringVar(&p.stopFault, "stop-fault", "", "hang")
+	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes")
+	return App{Start: p.start, Stop: p.stop}
+}
+
+// probe holds probeApp's flags.
+type probe struct {
+	marks, startFault, stopFault string
+	faultWorker                  int
+	slow                         time.Duration
+}
+
+// probeHandler is one worker's handler, which knows the worker.
+type probeHandler struct {
+	p *probe
+	w Worker
+}
+
+func (p *probe) mark(name string) {
+	os.WriteFile(filepath.Join(p.marks, name), []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o644)
+}
+
+func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
+	p.mark(fmt.Sprintf("identity-%d-of-%d-gen-%d", w.Index, w.Count, w.Generation))
+	if w.Index == p.faultWorker {
+		switch p.startFault {
+		case "slow":
+			time.Sleep(500 * time.Millisecond)
+		case "fail":
+			return nil, errors.New("no database")
+		case "panic":
+			panic("invalid import")
+		}
+	}
+	p.mark(fmt.Sprintf("started-%d", w.Index))
+	return &probeHandler{p: p, w: w}, nil
+}
+
+func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/slow" {
+		h.p.mark(fmt.Sprintf("slow-begun-%d", h.w.Index))
+		time.Sleep(h.p.slow)
+		defer h.p.mark(fmt.Sprintf("slow-done-%d", h.w.Index))
+	}
+	fmt.Fprintf(rw, "worker %d of %d", h.w.Index, h.w.Count)
+}
+
+func (p *probe) stop(ctx context.Context, h http.Handler) error {
+	if p.stopFault == "hang" {
+		select {} // ignores ctx: only the kill ends it
+	}
+	p.mark(fmt.Sprintf("stopped-%d", h.(*probeHandler).w.Index))
+	return nil
+}
+
+// newProbeHarness prepares a generation of workers serving probeApp with
+// the given flags, and returns it with the marks directory.
+func newProbeHarness(t *testing.T, workers int, flags []string, edit ...func(*supervisorConfig)) (*harness, string) {
+	t.Helper()
+	t.Setenv(appEnv, "probe")
+	marks := t.TempDir()
+	args := append([]string{"-marks", marks}, flags...)
+	edit = append([]func(*supervisorConfig){func(c *supervisorConfig) { c.Args = args }}, edit...)
+	return newHarness(t, workers, nil, edit...), marks
+}
+
+// markTime returns when the probe wrote the marker name, and whether it did.
+func markTime(t *testing.T, marks, name string) (time.Time, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(marks, name))
+	if err != nil {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		t.Fatalf("marker %s: %v", name, err)
+	}
+	return time.Unix(0, ns), true
+}
+
+func TestAppStartRunsBeforeAnyAnswer(t *testing.T) {
+	h, marks := newProbeHarness(t, 3, []string{"-start-fault", "slow", "-fault-worker", "2"})
+	started := make(chan error, 1)
+	go func() { started <- h.sup.Start(context.Background()) }()
+	// Asked before any worker is ready: the connection queues, and the
+	// answer comes only after every worker's start has returned.
+	code, body, err := get(h.addr, "/")
+	answered := time.Now()
+	if err != nil || code != 200 || !strings.HasPrefix(body, "worker ") {
+		t.Fatalf("GET / = %d %q %v; want an answer from a worker", code, body, err)
+	}
+	for i := range 3 {
+		at, ok := markTime(t, marks, fmt.Sprintf("started-%d", i))
+		if !ok || at.After(answered) {
+			t.Errorf("worker %d's start had not returned when a worker answered", i)
+		}
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("Start() = %v; want nil", err)
+	}
+}
+
+func TestAppStartFailureRollsBackGeneration(t *testing.T) {
+	h, _ := newProbeHarness(t, 3, []string{"-start-fault", "fail", "-fault-worker", "1"})
+	err := h.sup.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "worker 1") || !strings.Contains(err.Error(), "no database") {
+		t.Fatalf("Start() = %v; want an error naming worker 1 and its reason", err)
+	}
+	h.assertAllGone()
+}
+
+func TestAppStartPanicRollsBackGeneration(t *testing.T) {
+	h, _ := newProbeHarness(t, 3, []string{"-start-fault", "panic", "-fault-worker", "1"})
+	err := h.sup.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "worker 1") || !strings.Contains(err.Error(), "panicked: invalid import") {
+		t.Fatalf("Start() = %v; want an error naming worker 1 and the panic", err)
+	}
+	h.assertAllGone()
+}
+
+func TestAppStartThatOutlivesTheStartupTimeoutRollsBack(t *testing.T) {
+	h, _ := newProbeHarness(t, 2, []string{"-start-fault", "slow", "-fault-worker", "1"},
+		func(c *supervisorConfig) { c.StartupTimeout = 200 * time.Millisecond })
+	err := h.sup.Start(context.Background())
+	if !errors.Is(err, errStartupTimeout) || !strings.Contains(err.Error(), "worker 1") {
+		t.Fatalf("Start() = %v; want a startup timeout naming worker 1", err)
+	}
+	h.assertAllGone()
+}
+
+func TestAppStopRunsAfterDrain(t *testing.T) {
+	t.Run("after the in-flight request", func(t *testing.T) {
+		h, marks := newProbeHarness(t, 2, []string{"-slow", "500ms"})
+		h.start()
+		answered := make(chan string, 1)
+		go func() {
+			code, body, err := get(h.addr, "/slow")
+			answered <- fmt.Sprint(code, " ", body, " ", err)
+		}()
+		// Stop only once a worker's handler holds the request.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if m, _ := filepath.Glob(filepath.Join(marks, "slow-begun-*")); len(m) > 0 {
+				break
+			}
+		}
+		if err := h.stop(context.Background()); err != nil {
+			t.Fatalf("Stop() = %v; want nil", err)
+		}
+		if got := <-answered; !strings.HasPrefix(got, "200 worker ") {
+			t.Fatalf("the in-flight request got %q; want it answered", got)
+		}
+		for i := range 2 {
+			stopped, ok := markTime(t, marks, fmt.Sprintf("stopped-%d", i))
+			if !ok {
+				t.Errorf("worker %d's stop step did not run", i)
+				continue
+			}
+			if done, ok := markTime(t, marks, fmt.Sprintf("slow-done-%d", i)); ok && stopped.Before(done) {
+				t.Errorf("worker %d's stop step ran before its in-flight request finished", i)
+			}
+		}
+		h.assertAllGone()
+	})
+	t.Run("a hanging stop is cut off", func(t *testing.T) {
+		const drain, force = 200 * time.Millisecond, 800 * time.Millisecond
+		h, _ := newProbeHarness(t, 2, []string{"-stop-fault", "hang"}, func(c *supervisorConfig) {
+			c.DrainTimeout, c.ForceTimeout = drain, force
+		})
+		h.start()
+		began := time.Now()
+		if err := h.stop(context.Background()); err != nil {
+			t.Fatalf("Stop() = %v; want nil (the hanging workers were killed and reaped)", err)
+		}
+		if took := time.Since(began); took > force+finalGrace {
+			t.Errorf("Stop took %v; want the force deadline (%v) to cut the hanging stop step", took, force)
+		}
+		if !strings.Contains(h.readLogs(), "action=kill") {
+			t.Errorf("want the hanging workers killed at the force deadline:\n%s", h.readLogs())
+		}
+		h.assertAllGone()
+	})
+}
+
+func TestAppSeesWorkerIndexAndCount(t *testing.T) {
+	h, marks := newProbeHarness(t, 3, nil, func(c *supervisorConfig) { c.Generation = 7 })
+	h.start()
+	for i := range 3 {
+		if _, ok := markTime(t, marks, fmt.Sprintf("identity-%d-of-3-gen-7", i)); !ok {
+			entries, _ := os.ReadDir(marks)
+			t.Errorf("no worker saw index %d of 3 in generation 7; marks: %v", i, entries)
+		}
+	}
+}
