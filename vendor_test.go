@@ -1,0 +1,99 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// readmeBlock returns the first fenced block of the given language in the
+// README section whose heading is section.
+func readmeBlock(t *testing.T, section, lang string) string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, ok := strings.Cut(string(b), "\n## "+section+"\n")
+	if !ok {
+		t.Fatalf("README has no section %q", section)
+	}
+	if end := strings.Index(text, "\n## "); end >= 0 {
+		text = text[:end]
+	}
+	_, block, ok := strings.Cut(text, "\n```"+lang+"\n")
+	if !ok {
+		t.Fatalf("README section %q has no %s block", section, lang)
+	}
+	block, _, _ = strings.Cut(block, "\n```\n")
+	return block + "\n"
+}
+
+func TestVendoredCopyServesItsOwnApp(t *testing.T) {
+	skipWithoutWorkers(t)
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	const section = "Embedding your own handler (vendoring)"
+	steps, mainGo := readmeBlock(t, section, "sh"), readmeBlock(t, section, "go")
+	here, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := t.TempDir()
+	run := func(name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = mod
+		cmd.Env = append(os.Environ(), "SERVERY="+here, "GOTOOLCHAIN=local")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %q: %v\n%s", name, args, err, out)
+		}
+	}
+	run(goCmd, "mod", "init", "example.com/hello")
+	run("bash", "-euc", steps) // the README's commands, literally
+	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(mainGo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(goCmd, "build", "-o", "hello", ".")
+	help, _ := exec.Command(filepath.Join(mod, "hello"), "-help").Output()
+	if !strings.Contains(string(help), "-greeting") || !strings.Contains(string(help), "-workers") {
+		t.Errorf("-help does not list the program's flags with servery's:\n%s", help)
+	}
+
+	cmd := exec.Command(filepath.Join(mod, "hello"), "-addr", "127.0.0.1:0", "-workers", "3", "-greeting", "hi-there")
+	s := launchServery(t, cmd)
+	if n := len(s.workerPIDs()); n != 3 {
+		t.Fatalf("%d workers started; want 3", n)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	workers := map[string]bool{}
+	for i := 0; i < 60 && len(workers) < 2; i++ {
+		resp, err := client.Get("http://" + s.addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, 200)
+		n, _ := resp.Body.Read(body)
+		resp.Body.Close()
+		answer := string(body[:n])
+		if !strings.HasPrefix(answer, "hi-there from worker ") || !strings.HasSuffix(answer, " of 3\n") {
+			t.Fatalf("answer %q; want the app's own flag value and its worker identity", answer)
+		}
+		workers[answer] = true
+	}
+	if len(workers) < 2 {
+		t.Errorf("answers came from %d worker(s); want at least 2: %v", len(workers), workers)
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Errorf("exit status %d after SIGTERM; want 0", code)
+	}
+	s.assertNoWorkersLeft()
+}
