@@ -24,7 +24,7 @@ import (
 // protocolVersion is carried in workerEnv and in the config message, so a
 // worker started from a different build refuses to run instead of
 // misreading the parent.
-const protocolVersion = 1
+const protocolVersion = 2
 
 // workerEnv selects worker mode when set, with the protocol version as its
 // value. An environment variable rather than a flag keeps worker mode out
@@ -43,6 +43,9 @@ const (
 	msgReady    = "ready"    // worker → parent: accepting
 	msgFailed   = "failed"   // worker → parent: cannot continue, with a reason
 	msgDone     = "done"     // worker → parent: drained, with counters, about to exit
+
+	// After commit, the one message the parent may send a serving worker.
+	msgTicketKeys = "ticket_keys" // parent → worker: the rotated session ticket keys
 )
 
 // message is one protocol line. Type says which other fields matter.
@@ -53,6 +56,7 @@ type message struct {
 	PID     int           `json:"pid,omitempty"`     // prepared
 	Reason  string        `json:"reason,omitempty"`  // failed
 	Stats   *workerStats  `json:"stats,omitempty"`   // done
+	Keys    [][]byte      `json:"keys,omitempty"`    // ticket_keys
 }
 
 // workerConfig is what a worker needs to build its runtime, beyond its
@@ -112,9 +116,21 @@ func (m message) check() error {
 		if m.Stats == nil {
 			return errors.New("done message without stats")
 		}
+	case msgTicketKeys:
+		if len(m.Keys) == 0 {
+			return errors.New("ticket_keys message without keys")
+		}
+		for _, k := range m.Keys {
+			if len(k) != 32 {
+				return fmt.Errorf("ticket key of %d bytes, want 32", len(k))
+			}
+		}
 	case msgCommit, msgReady:
 	default:
 		return fmt.Errorf("unknown message type %q", m.Type)
+	}
+	if m.Keys != nil && m.Type != msgTicketKeys {
+		return fmt.Errorf("%s message with ticket keys", m.Type)
 	}
 	return nil
 }

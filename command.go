@@ -121,6 +121,9 @@ func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurr
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.serve(ln) }()
+	if cfg.TicketKeys != nil {
+		go rotateDirect(srv, cfg.TicketKeys, stop, log)
+	}
 	log.Info("serving", "url", cfg.url(ln), "workers", 1,
 		"ready_in", time.Since(processStart).Round(100*time.Microsecond))
 	n.notify("READY=1", "STATUS=serving with 1 worker (direct mode)")
@@ -142,6 +145,26 @@ func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurr
 		return exitFailure
 	}
 	return exitOK
+}
+
+// rotateDirect rotates the direct mode's ticket keys every
+// ticketKeyRotation, as the Service does for workers, until stop closes.
+func rotateDirect(srv *server, keys *ticketKeys, stop <-chan struct{}, log *slog.Logger) {
+	t := time.NewTicker(ticketKeyRotation)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := keys.rotate(); err != nil {
+				log.Error("ticket key rotation", "err", err)
+				continue
+			}
+			setTicketKeys(srv.http.TLSConfig, keys.current())
+			log.Info("ticket keys rotated")
+		case <-stop:
+			return
+		}
+	}
 }
 
 // startDirect runs the App's start step in this process, as worker 0 of 1,
@@ -166,6 +189,7 @@ func startDirect(cfg *config, app App, log *slog.Logger) (*server, http.Handler,
 func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, n *notifier, log *slog.Logger) int {
 	svc := newService(cfg.supervisor(), ln, log)
 	svc.notify = n.notify
+	svc.keys = cfg.TicketKeys
 	go func() {
 		<-stop
 		svc.Stop(hurry) // a signal during startup cancels it

@@ -25,7 +25,8 @@ type config struct {
 	TLSKey         string
 	TLSSelfSigned  bool
 	Runtime        runtimeConfig
-	Args           []string // the command line, which every worker parses again
+	Args           []string    // the command line, which every worker parses again
+	TicketKeys     *ticketKeys // with TLS: the keyring shared by every worker
 }
 
 // usageError is a configuration problem, named by its flag.
@@ -232,7 +233,8 @@ func (cfg *config) checkAccessLog() error {
 }
 
 // makeIdentity generates the self-signed identity when asked, once, in the
-// parent, so every worker presents the same certificate.
+// parent, so every worker presents the same certificate, and the session
+// ticket keyring, so every worker resumes the same sessions.
 func (cfg *config) makeIdentity(log *slog.Logger) error {
 	if cfg.TLSSelfSigned {
 		host, _, _ := net.SplitHostPort(cfg.Addr)
@@ -249,6 +251,10 @@ func (cfg *config) makeIdentity(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if cfg.TicketKeys, err = newTicketKeys(); err != nil {
+		return err
+	}
+	cfg.Runtime.TicketKeys = cfg.TicketKeys.current()
 	log.Info("tls identity", "self_signed", cfg.TLSSelfSigned, "sha256", fp)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 )
 
 // Service runs servery's generation of workers on one listener.
@@ -25,6 +26,9 @@ type Service struct {
 	ln     net.Listener
 	log    *slog.Logger
 	notify func(states ...string) // sd_notify; defaults to nothing
+	// keys is the session ticket keyring every generation shares, or nil
+	// without TLS; the Service rotates it every ticketKeyRotation.
+	keys *ticketKeys
 	// newGeneration builds the Supervisor for a generation. Tests swap it
 	// to start test-binary workers.
 	newGeneration func(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Supervisor
@@ -86,7 +90,42 @@ func (v *Service) Start(ctx context.Context) error {
 	}
 	v.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", v.cfg.Workers))
 	go v.watch(gen)
+	if v.keys != nil {
+		go v.rotateTicketKeysEvery(ticketKeyRotation)
+	}
 	return nil
+}
+
+// rotateTicketKeysEvery rotates the ticket keys every period until the
+// service ends.
+func (v *Service) rotateTicketKeysEvery(period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			v.rotateTicketKeys()
+		case <-v.done:
+			return
+		}
+	}
+}
+
+// rotateTicketKeys puts a fresh ticket key first, keeps the previous one
+// for resumption, and sends both to the serving generation's workers. A
+// generation started later gets them in its config.
+func (v *Service) rotateTicketKeys() {
+	if err := v.keys.rotate(); err != nil {
+		v.log.Error("ticket key rotation", "err", err)
+		return
+	}
+	v.mu.Lock()
+	gen := v.serving
+	v.mu.Unlock()
+	if gen != nil {
+		gen.sendTicketKeys(v.keys.current())
+	}
+	v.log.Info("ticket keys rotated")
 }
 
 // nextGeneration numbers and builds the next generation; v.mu is held.
@@ -94,6 +133,9 @@ func (v *Service) nextGeneration() *Supervisor {
 	v.generations++
 	cfg := v.cfg
 	cfg.Generation = v.generations
+	if v.keys != nil {
+		cfg.Runtime.TicketKeys = v.keys.current()
+	}
 	gen := v.newGeneration(cfg, v.ln, v.log)
 	gen.onLost = v.lost
 	return gen

@@ -187,6 +187,26 @@ func (s *Supervisor) Wait() error {
 	return s.err
 }
 
+// sendTicketKeys sends rotated session ticket keys to every worker of the
+// ready generation, all within one second: a worker that does not read
+// its stdin for that long is logged, not waited for. It does nothing once
+// the generation stops, and holds s.mu meanwhile so no stop closes a pipe
+// under the writes.
+func (s *Supervisor) sendTicketKeys(keys [][]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	deadline := time.Now().Add(time.Second)
+	for _, p := range s.procs {
+		p.stdin.SetWriteDeadline(deadline)
+		if err := p.out.send(message{Type: msgTicketKeys, Keys: keys}); err != nil {
+			s.log.Warn("cannot send ticket keys", "worker", p.index, "pid", p.pid, "err", err)
+		}
+	}
+}
+
 // pids returns the workers' process ids, in index order.
 func (s *Supervisor) pids() []int {
 	pids := make([]int, len(s.procs))

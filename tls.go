@@ -13,7 +13,9 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -143,4 +145,58 @@ func (id *tlsIdentity) fingerprint() (string, error) {
 		hexes[i] = fmt.Sprintf("%02X", b)
 	}
 	return strings.Join(hexes, ":"), nil
+}
+
+// ticketKeyRotation is how often the parent replaces the session ticket
+// key. The previous key stays valid for resumption for one more period, so
+// a ticket is accepted for at most twice this long after it was issued.
+const ticketKeyRotation = 24 * time.Hour
+
+// ticketKeys is the session ticket keyring that makes N workers one TLS
+// server: the parent generates it and hands it to every worker with the
+// certificate, over the stdin pipe (never argv, the environment or a
+// file), so a client resumes whichever worker it reaches. Keys[0]
+// encrypts new tickets; every key decrypts. Safe for concurrent use.
+type ticketKeys struct {
+	mu   sync.Mutex
+	keys [][]byte // newest first; at most two
+}
+
+// newTicketKeys returns a keyring with one fresh key.
+func newTicketKeys() (*ticketKeys, error) {
+	k := &ticketKeys{}
+	return k, k.rotate()
+}
+
+// rotate puts a fresh key first and keeps only the previous one after it.
+func (k *ticketKeys) rotate() error {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("ticket key: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.keys = append([][]byte{key}, k.keys[:min(len(k.keys), 1)]...)
+	return nil
+}
+
+// current returns a copy of the keys, newest first, as the protocol
+// carries them.
+func (k *ticketKeys) current() [][]byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.keys)
+}
+
+// setTicketKeys installs keys, as the protocol carries them, in cfg.
+func setTicketKeys(cfg *tls.Config, keys [][]byte) error {
+	arr := make([][32]byte, len(keys))
+	for i, key := range keys {
+		if len(key) != 32 {
+			return fmt.Errorf("ticket key %d: %d bytes, want 32", i, len(key))
+		}
+		copy(arr[i][:], key)
+	}
+	cfg.SetSessionTicketKeys(arr)
+	return nil
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +34,7 @@ type runtimeConfig struct {
 	AccessLog     string        `json:"access_log"`  // "", "-" for stderr, or a path (direct mode only)
 	AcceptPace    time.Duration `json:"accept_pace"` // see limitListener; 0 in direct mode
 	TLS           *tlsIdentity  `json:"tls,omitempty"`
+	TicketKeys    [][]byte      `json:"ticket_keys"` // shared session ticket keys, newest first; with TLS
 }
 
 // maxHeaderBytes caps a request's header block well under net/http's 1 MiB
@@ -69,6 +71,11 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		if srv.http.TLSConfig, err = cfg.TLS.serverConfig(); err != nil {
 			return nil, err
 		}
+		if len(cfg.TicketKeys) > 0 {
+			if err := setTicketKeys(srv.http.TLSConfig, cfg.TicketKeys); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := srv.setAccessLog(); err != nil {
 		return nil, err
@@ -88,12 +95,12 @@ func (srv *server) counting(h http.Handler) http.Handler {
 // returns nil after a drain.
 func (srv *server) serve(ln net.Listener) error {
 	ln = newLimitListener(ln, srv.cfg.MaxConns, srv.cfg.AcceptPace, srv.cfg.WriteTimeout, &srv.accepted)
-	var err error
 	if srv.http.TLSConfig != nil {
-		err = srv.http.ServeTLS(ln, "", "")
-	} else {
-		err = srv.http.Serve(ln)
+		// Our own TLS listener rather than ServeTLS, which serves a clone
+		// of the config: rotated ticket keys must reach the one in use.
+		ln = tls.NewListener(ln, srv.http.TLSConfig)
 	}
+	err := srv.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -300,7 +307,7 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, msgs <-chan message, se
 		return 1
 	case <-term:
 		cut()
-	case <-drainSignal(msgs, rt.log):
+	case <-drainSignal(msgs, rt.srv, rt.log):
 	}
 	began := time.Now()
 	go func() {
@@ -326,13 +333,20 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, msgs <-chan message, se
 	return 0
 }
 
-// drainSignal closes when the parent's stdin ends. A message after commit
+// drainSignal closes when the parent's stdin ends. Until then it installs
+// the rotated ticket keys the parent sends. Any other message after commit
 // breaks the protocol; it is logged and ignored, since stopping on it
 // would let a confused parent cut requests short.
-func drainSignal(msgs <-chan message, log *slog.Logger) <-chan struct{} {
+func drainSignal(msgs <-chan message, srv *server, log *slog.Logger) <-chan struct{} {
 	eof := make(chan struct{})
 	go func() {
 		for m := range msgs {
+			if m.Type == msgTicketKeys && srv.http.TLSConfig != nil {
+				if err := setTicketKeys(srv.http.TLSConfig, m.Keys); err != nil {
+					log.Warn("ticket keys", "err", err)
+				}
+				continue
+			}
 			log.Warn("unexpected message after commit", "type", m.Type)
 		}
 		close(eof)

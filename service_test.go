@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// serviceHarness runs a Service over test-binary workers, each generation
+// built like the harness's one, and guarantees in t.Cleanup that no
+// process of any generation outlives the test.
+type serviceHarness struct {
+	*harness
+	svc *Service
+
+	mu   sync.Mutex
+	gens []*Supervisor
+}
+
+func newServiceHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*supervisorConfig)) *serviceHarness {
+	t.Helper()
+	h := &serviceHarness{harness: newHarness(t, workers, faults, edit...)}
+	h.svc = newService(h.sup.cfg, h.ln, slog.New(slog.NewTextHandler(h.logs, nil)))
+	h.svc.newGeneration = func(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Supervisor {
+		sup := newSupervisor(cfg, ln, log)
+		sup.seam.command = h.sup.seam.command
+		h.mu.Lock()
+		h.gens = append(h.gens, sup)
+		h.mu.Unlock()
+		return sup
+	}
+	t.Cleanup(h.cleanupService)
+	return h
+}
+
+// cleanupService stops the service in a hurry, bounded, and kills every
+// worker of every generation that is left.
+func (h *serviceHarness) cleanupService() {
+	hurry, cancel := context.WithCancel(context.Background())
+	cancel()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		h.svc.Stop(hurry)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(cleanupBound):
+		h.t.Errorf("Service.Stop in cleanup did not return within %v; killing the workers", cleanupBound)
+	}
+	for _, pid := range h.allPIDs() {
+		syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// allPIDs returns the worker pids of every generation started so far.
+func (h *serviceHarness) allPIDs() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var pids []int
+	for _, g := range h.gens {
+		pids = append(pids, g.pids()...)
+	}
+	return pids
+}
+
+// frozenSessionCache keeps the first session ticket it is given and offers
+// it for every later connection, so a test can try one ticket again and
+// again.
+type frozenSessionCache struct {
+	mu sync.Mutex
+	cs *tls.ClientSessionState
+}
+
+func (c *frozenSessionCache) Get(string) (*tls.ClientSessionState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cs, c.cs != nil
+}
+
+func (c *frozenSessionCache) Put(_ string, cs *tls.ClientSessionState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cs == nil && cs != nil {
+		c.cs = cs
+	}
+}
+
+// resumption is what n connections saw: how many resumed a TLS session,
+// and the answers they got (the probe app's answers name the worker).
+type resumption struct {
+	resumed int
+	answers map[string]int
+}
+
+// resume opens n connections with cache, one after another, and keeps
+// each open until all are done: a worker holding open connections paces
+// its accepts, so the connections spread across workers. Each asks for /
+// and reads the answer, which also delivers a TLS 1.3 ticket.
+func resume(t *testing.T, addr string, cache tls.ClientSessionCache, version uint16, n int) resumption {
+	t.Helper()
+	r := resumption{answers: map[string]int{}}
+	cfg := &tls.Config{InsecureSkipVerify: true, ClientSessionCache: cache, MinVersion: version, MaxVersion: version}
+	for range n {
+		conn, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: servery\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 100))
+		resp.Body.Close()
+		r.answers[string(body)]++
+		if conn.ConnectionState().DidResume {
+			r.resumed++
+		}
+	}
+	return r
+}
+
+func TestTicketKeyRotationKeepsThePreviousKeyThenDropsIt(t *testing.T) {
+	id, err := selfSignedIdentity("127.0.0.1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(appEnv, "probe") // answers name the worker
+	h := newServiceHarness(t, 3, nil, func(c *supervisorConfig) {
+		c.Runtime.TLS = id
+		c.Args = []string{"-marks", t.TempDir()}
+	})
+	keys, err := newTicketKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc.keys = keys
+	h.svc.cfg.Runtime.TicketKeys = keys.current()
+	if err := h.svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		old := &frozenSessionCache{}
+		resume(t, h.addr, old, version, 1) // a full handshake; its ticket is kept
+		h.svc.rotateTicketKeys()
+		// The previous key still decrypts, whichever worker answers. The
+		// rotation reaches workers asynchronously, which cannot matter
+		// here: both the old and the new keyring hold the old key.
+		if r := resume(t, h.addr, old, version, 12); r.resumed != 12 || len(r.answers) < 2 {
+			t.Errorf("TLS %x: %d of 12 resumed after one rotation, answered by %v; want all, on several workers (the previous key stays valid)", version, r.resumed, r.answers)
+		}
+		h.svc.rotateTicketKeys()
+		// Now the old key is gone from every worker's keyring, once each
+		// has read the message.
+		deadline := time.Now().Add(5 * time.Second)
+		for resume(t, h.addr, old, version, 12).resumed != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("TLS %x: a ticket two rotations old still resumes; want its key dropped", version)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func TestSessionsResumeWhicheverWorkerAnswers(t *testing.T) {
+	skipWithoutWorkers(t)
+	// Through the real binary: the keyring is the one makeIdentity makes.
+	s := startServery(t, "-dir", t.TempDir(), "-tls-self-signed", "-workers", "4")
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		cache := &frozenSessionCache{}
+		resume(t, s.addr, cache, version, 1)
+		if r := resume(t, s.addr, cache, version, 40); r.resumed < 38 {
+			t.Errorf("TLS %x: %d of 40 reconnections resumed; want at least 38", version, r.resumed)
+		}
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("exit status %d; want 0", code)
+	}
+	answering := 0
+	for _, m := range countersRe.FindAllStringSubmatch(s.logs(), -1) {
+		if m[1] != "0" {
+			answering++
+		}
+	}
+	if answering < 2 {
+		t.Errorf("%d workers accepted connections; want resumption checked across several:\n%s", answering, s.logs())
+	}
+}
