@@ -4,6 +4,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,25 +125,55 @@ func (l *limitListener) Close() error {
 }
 
 // limitConn gives its slot back once, however often it is closed, and
-// keeps a client that stops reading from holding it for ever: every write
-// must make progress within writeTimeout, as nginx's send_timeout. The
-// deadline is pushed forward only when half of it is used up, so a busy
-// connection pays for a clock read per write, not a timer per write.
+// keeps a client that stops reading from holding it for ever: every chunk
+// of at most writeChunk bytes must be taken by the client within the
+// write timeout, as nginx's send_timeout bounds the time between two
+// successive writes. A slow but steady reader is therefore never cut, while
+// one that stops reading is cut within writeTimeout.
+//
+// A large write or sendfile re-arms the deadline for each chunk. A small
+// write re-arms it only once half of it is used up, so a busy connection
+// pays for a clock read per response, not a timer reset; such a write
+// starts with at least half of the timeout.
+//
+// net/http and crypto/tls set and clear write deadlines of their own
+// (after every response, after the handshake): SetDeadline and
+// SetWriteDeadline note what they set, so the next write re-arms ours
+// rather than trusting a deadline that is no longer there.
 type limitConn struct {
 	net.Conn
 	once         sync.Once
 	release      func()
 	writeTimeout time.Duration
-	deadline     atomic.Int64 // UnixNano of the write deadline set last
+	deadline     atomic.Int64 // UnixNano of the write deadline in force; 0: none
 }
 
-// sendChunk is how much of a file one sendfile call may send before the
-// write deadline is pushed forward again.
-const sendChunk = 4 << 20
+// writeChunk is the most one write or sendfile call may send before the
+// write deadline is checked again. 64 KiB keeps the promise "no progress
+// for this long" for readers down to 128 KiB per write timeout, and costs
+// a sendfile call per 64 KiB, which is nothing next to copying it.
+const writeChunk = 64 << 10
 
 func (c *limitConn) Write(b []byte) (int, error) {
-	c.armWrite()
-	return c.Conn.Write(b)
+	if c.writeTimeout <= 0 {
+		return c.Conn.Write(b)
+	}
+	if len(b) <= writeChunk {
+		c.armWrite()
+		return c.Conn.Write(b)
+	}
+	var total int
+	for len(b) > 0 {
+		c.rearmWrite()
+		chunk := b[:min(len(b), writeChunk)]
+		n, err := c.Conn.Write(chunk)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		b = b[n:]
+	}
+	return total, nil
 }
 
 // ReadFrom keeps net/http's sendfile path for large files, which an
@@ -153,6 +184,9 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 	if !ok {
 		return io.Copy(struct{ io.Writer }{c}, r)
 	}
+	if c.writeTimeout <= 0 {
+		return rf.ReadFrom(r)
+	}
 	src, remain := r, int64(math.MaxInt64)
 	outer, limited := r.(*io.LimitedReader)
 	if limited {
@@ -160,8 +194,8 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 	}
 	var total int64
 	for remain > 0 {
-		c.armWrite()
-		want := min(remain, sendChunk)
+		c.rearmWrite()
+		want := min(remain, writeChunk)
 		n, err := rf.ReadFrom(&io.LimitedReader{R: src, N: want})
 		total, remain = total+n, remain-n
 		if limited {
@@ -175,18 +209,40 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // armWrite moves the write deadline writeTimeout ahead once less than half
-// of it is left.
+// of it is left, or when there is none.
 func (c *limitConn) armWrite() {
-	if c.writeTimeout <= 0 {
+	if d := c.deadline.Load(); d != 0 && time.Until(time.Unix(0, d)) > c.writeTimeout/2 {
 		return
 	}
-	now := time.Now()
-	if time.Unix(0, c.deadline.Load()).Sub(now) > c.writeTimeout/2 {
-		return
-	}
-	d := now.Add(c.writeTimeout)
+	c.rearmWrite()
+}
+
+// rearmWrite moves the write deadline writeTimeout ahead.
+func (c *limitConn) rearmWrite() {
+	d := time.Now().Add(c.writeTimeout)
 	c.deadline.Store(d.UnixNano())
 	c.Conn.SetWriteDeadline(d)
+}
+
+// SetWriteDeadline sets t and remembers it, so armWrite sees a cleared or
+// moved deadline.
+func (c *limitConn) SetWriteDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets both deadlines and remembers the write one.
+func (c *limitConn) SetDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *limitConn) noteDeadline(t time.Time) {
+	var d int64
+	if !t.IsZero() {
+		d = t.UnixNano()
+	}
+	c.deadline.Store(d)
 }
 
 func (c *limitConn) Close() error {
@@ -194,3 +250,86 @@ func (c *limitConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// streamDeadlines bounds each HTTP/2 response the way limitConn bounds an
+// HTTP/1 connection. An HTTP/2 client can keep reading TCP while it never
+// sends WINDOW_UPDATE: no socket write then blocks, so the connection's
+// deadline never fires, the handler waits on flow control, and the idle
+// timeout does not apply while a stream is open. The stream's own write
+// deadline is what bounds that: net/http's HTTP/2 server resets the stream
+// when it passes, which unblocks the handler.
+//
+// Unlike a socket deadline, a stream deadline fires whether or not a write
+// is waiting, so it is set only around each write and flush, and once more
+// when the handler returns with bytes still buffered, for the flush net/http
+// does then. A handler that pauses between writes (a server-sent event
+// stream) is never cut for the pause. HTTP/1 requests pass straight
+// through, allocation-free.
+func streamDeadlines(h http.Handler, timeout time.Duration) http.Handler {
+	if timeout <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dl, ok := w.(writeDeadliner)
+		if r.ProtoMajor != 2 || !ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		sw := &streamWriter{ResponseWriter: w, dl: dl, timeout: timeout}
+		h.ServeHTTP(sw, r)
+		if sw.buffered {
+			sw.arm()
+		}
+	})
+}
+
+// writeDeadliner is what net/http's HTTP/2 response writer offers for
+// http.ResponseController.SetWriteDeadline.
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// streamWriter arms its stream's write deadline for each chunk of at most
+// writeChunk bytes, and clears it between writes.
+type streamWriter struct {
+	http.ResponseWriter
+	dl       writeDeadliner
+	timeout  time.Duration
+	buffered bool // written since the last flush
+}
+
+func (s *streamWriter) Write(b []byte) (int, error) {
+	defer s.clear()
+	var total int
+	for {
+		if err := s.arm(); err != nil {
+			return total, err
+		}
+		chunk := b[:min(len(b), writeChunk)]
+		n, err := s.ResponseWriter.Write(chunk)
+		total += n
+		s.buffered = true
+		b = b[n:]
+		if err != nil || len(b) == 0 {
+			return total, err
+		}
+	}
+}
+
+// Flush keeps http.Flusher, which the HTTP/2 writer has, visible, and
+// bounds it: a flush waits on flow control as a write does.
+func (s *streamWriter) Flush() {
+	f, ok := s.ResponseWriter.(http.Flusher)
+	if !ok {
+		return
+	}
+	s.arm()
+	f.Flush()
+	s.clear()
+	s.buffered = false
+}
+
+func (s *streamWriter) arm() error { return s.dl.SetWriteDeadline(time.Now().Add(s.timeout)) }
+
+func (s *streamWriter) clear() { s.dl.SetWriteDeadline(time.Time{}) }
+
+// Unwrap lets http.ResponseController reach the stream underneath.
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -132,17 +132,26 @@ func TestMaxConnsSlotFreedWhenConnectionCloses(t *testing.T) {
 // loopback listener, and drains it when the test ends.
 func startRuntime(t *testing.T, dir string, cfg runtimeConfig) string {
 	t.Helper()
-	cfg.HeaderTimeout, cfg.IdleTimeout, cfg.DrainTimeout = 5*time.Second, 5*time.Second, time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveRuntime(t, ln, dir, cfg)
+}
+
+// serveRuntime is startRuntime on a listener of the test's making.
+func serveRuntime(t *testing.T, ln net.Listener, dir string, cfg runtimeConfig) string {
+	t.Helper()
+	cfg.HeaderTimeout, cfg.DrainTimeout = 5*time.Second, time.Second
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 5 * time.Second
+	}
 	static, err := newStaticHandler(dir, staticOptions{CacheBytes: 64 << 20, Revalidate: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { static.Close() })
 	srv, err := newServer(cfg, static, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +183,7 @@ func TestStalledReaderIsCutOffAndFreesItsSlot(t *testing.T) {
 
 func TestLargeFilesAndRangesCrossSendChunks(t *testing.T) {
 	dir := t.TempDir()
-	content := make([]byte, 2*sendChunk+12345)
+	content := make([]byte, 2*writeChunk+12345)
 	for i := range content {
 		content[i] = byte(i * 7)
 	}
@@ -188,7 +197,7 @@ func TestLargeFilesAndRangesCrossSendChunks(t *testing.T) {
 	}{
 		{"", 0, len(content)},
 		{"bytes=1000-", 1000, len(content)},
-		{fmt.Sprintf("bytes=5-%d", sendChunk+99), 5, sendChunk + 100},
+		{fmt.Sprintf("bytes=5-%d", writeChunk+99), 5, writeChunk + 100},
 	} {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/big.bin", nil)
 		if tc.rng != "" {

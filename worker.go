@@ -58,7 +58,7 @@ type server struct {
 func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, error) {
 	srv := &server{cfg: cfg}
 	srv.http = &http.Server{
-		Handler:           srv.counting(h),
+		Handler:           streamDeadlines(srv.counting(h), cfg.WriteTimeout),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

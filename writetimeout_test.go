@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The -write-timeout claims: a client that stops reading loses its slot
+// whatever it did before (an earlier response, a TLS handshake, an HTTP/2
+// stream it never opens the window of), and a client that reads slowly but
+// steadily is never cut.
+
+// writeTimeoutSite is a site with two small files, a cached 1 MiB file and an
+// uncached 2 MiB one, which goes out by sendfile.
+func writeTimeoutSite(t *testing.T) (dir string, cached, streamed []byte) {
+	dir = t.TempDir()
+	writeFile(t, dir, "index.html", "hello")
+	writeFile(t, dir, "1k.bin", strings.Repeat("s", 1<<10))
+	writeFile(t, dir, "60k.bin", strings.Repeat("m", 60<<10))
+	cached = patterned(maxCacheEntryBytes)
+	streamed = patterned(2 << 20)
+	for name, b := range map[string][]byte{"cached.bin": cached, "streamed.bin": streamed, "big.bin": patterned(32 << 20)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, cached, streamed
+}
+
+func patterned(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>16)
+	}
+	return b
+}
+
+// stallingConn dials addr with a small receive buffer, so a response that
+// is not read stalls the server's writes soon.
+func stallingConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestWriteTimeoutHoldsAfterTheFirstResponse(t *testing.T) {
+	dir, _, _ := writeTimeoutSite(t)
+	addr := startRuntime(t, dir, runtimeConfig{MaxConns: 1, WriteTimeout: 300 * time.Millisecond})
+	// The first response is written whole, and net/http then clears the
+	// write deadline; the small writes of the responses after it stall with
+	// no deadline unless ours is re-armed.
+	c := stallingConn(t, addr)
+	reqs := "GET /1k.bin HTTP/1.1\r\nHost: x\r\n\r\n" + strings.Repeat("GET /60k.bin HTTP/1.1\r\nHost: x\r\n\r\n", 300)
+	go io.WriteString(c, reqs) // the server stops reading it once it stalls
+	code, body, err := get(addr, "/")
+	if err != nil || code != 200 || body != "hello" {
+		t.Fatalf("GET / behind a pipelining client that stopped reading = %d %q %v; want 200 once the write timeout frees the slot", code, body, err)
+	}
+}
+
+func TestWriteTimeoutHoldsOverTLS(t *testing.T) {
+	dir, _, _ := writeTimeoutSite(t)
+	id, err := selfSignedIdentity("127.0.0.1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startRuntime(t, dir, runtimeConfig{MaxConns: 1, WriteTimeout: 300 * time.Millisecond, TLS: id})
+	// crypto/tls clears the write deadline after the handshake, so even
+	// the first response stalled with none.
+	raw := stallingConn(t, addr)
+	c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	code, body, err := getTLS(addr, "/")
+	if err != nil || code != 200 || body != "hello" {
+		t.Fatalf("GET / behind a TLS client that stopped reading = %d %q %v; want 200 once the write timeout frees the slot", code, body, err)
+	}
+}
+
+// getTLS fetches path over a new HTTP/1.1 TLS connection.
+func getTLS(addr, path string) (int, string, error) {
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+	}}
+	resp, err := c.Get("https://" + addr + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func TestSteadySlowReaderIsNeverCut(t *testing.T) {
+	dir, cached, streamed := writeTimeoutSite(t)
+	// Each file takes several write timeouts to read at this pace, while
+	// every 64 KiB takes a fraction of one. Small socket buffers on both
+	// sides keep the kernel from taking the whole file at once, as it can
+	// on loopback.
+	const timeout = 500 * time.Millisecond
+	addr := serveRuntime(t, smallSendBuffers(t), dir, runtimeConfig{WriteTimeout: timeout})
+	for _, tc := range []struct {
+		path string
+		want []byte
+	}{{"/cached.bin", cached}, {"/streamed.bin", streamed}} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Above twice loopback's 64 KiB segment, or the window would open
+		// only in bursts.
+		c.(*net.TCPConn).SetReadBuffer(128 << 10)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", tc.path)
+		got, err := readSlowly(c, 100<<10, 100*time.Millisecond)
+		_, body, _ := bytes.Cut(got, []byte("\r\n\r\n"))
+		if !bytes.Equal(body, tc.want) {
+			t.Errorf("GET %s read at 1 MB/s = %d of %d bytes (%v); want all of it", tc.path, len(body), len(tc.want), err)
+		}
+	}
+}
+
+// smallSendBuffers is a loopback listener whose connections have 32 KiB
+// send buffers (Linux doubles it), inherited from the listening socket.
+func smallSendBuffers(t *testing.T) net.Listener {
+	t.Helper()
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 32<<10)
+		})
+		return err
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// readSlowly reads c to EOF, at most n bytes every pause.
+func readSlowly(c net.Conn, n int, pause time.Duration) ([]byte, error) {
+	var out bytes.Buffer
+	buf := make([]byte, n)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		k, err := c.Read(buf)
+		out.Write(buf[:k])
+		if err == io.EOF {
+			return out.Bytes(), nil
+		}
+		if err != nil {
+			return out.Bytes(), err
+		}
+		time.Sleep(pause)
+	}
+}
+
+func TestHTTP2StreamWithoutWindowUpdateIsCut(t *testing.T) {
+	dir, _, _ := writeTimeoutSite(t)
+	id, err := selfSignedIdentity("127.0.0.1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startRuntime(t, dir, runtimeConfig{MaxConns: 1, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond, TLS: id})
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Fatalf("ALPN = %q; want h2", p)
+	}
+	// The client reads every byte the server sends, but never opens the
+	// 64 KiB flow-control window again, so the stream stalls with no
+	// socket write pending.
+	c.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	writeFrame(c, 0x4, 0, 0, nil) // SETTINGS, none
+	writeFrame(c, 0x1, 0x5, 1, getHeaderBlock("/big.bin", "127.0.0.1"))
+	r := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var data int
+	for {
+		typ, flags, stream, payload, err := readFrame(r)
+		if err != nil {
+			t.Fatalf("after %d bytes of DATA: %v; want the stream reset by the write timeout", data, err)
+		}
+		switch {
+		case typ == 0x4 && flags&0x1 == 0: // SETTINGS: acknowledge
+			writeFrame(c, 0x4, 0x1, 0, nil)
+		case typ == 0x0:
+			data += len(payload)
+		case typ == 0x3 && stream == 1: // RST_STREAM
+			goto reset
+		case typ == 0x7: // GOAWAY
+			t.Fatalf("GOAWAY after %d bytes of DATA before the stream was reset", data)
+		}
+	}
+reset:
+	// With the stream gone the connection is idle, so the idle timeout
+	// ends it and frees the only slot.
+	code, body, err := getTLS(addr, "/")
+	if err != nil || code != 200 || body != "hello" {
+		t.Fatalf("GET / behind a stalled HTTP/2 client = %d %q %v; want 200 once its connection is freed", code, body, err)
+	}
+}
+
+// writeFrame writes one HTTP/2 frame (RFC 9113 §4.1).
+func writeFrame(w io.Writer, typ, flags byte, stream uint32, payload []byte) error {
+	hdr := make([]byte, 9, 9+len(payload))
+	hdr[0], hdr[1], hdr[2] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
+	hdr[3], hdr[4] = typ, flags
+	binary.BigEndian.PutUint32(hdr[5:], stream)
+	_, err := w.Write(append(hdr, payload...))
+	return err
+}
+
+// readFrame reads one HTTP/2 frame.
+func readFrame(r io.Reader) (typ, flags byte, stream uint32, payload []byte, err error) {
+	var hdr [9]byte
+	if _, err = io.ReadFull(r, hdr[:]); err != nil {
+		return
+	}
+	n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+	payload = make([]byte, n)
+	_, err = io.ReadFull(r, payload)
+	return hdr[3], hdr[4], binary.BigEndian.Uint32(hdr[5:]) & 0x7fffffff, payload, err
+}
+
+// getHeaderBlock is the HPACK block (RFC 7541) of GET https://authority/path:
+// two fields from the static table, two literals without indexing whose
+// names are in it, no Huffman coding.
+func getHeaderBlock(path, authority string) []byte {
+	b := []byte{0x82, 0x87} // :method GET, :scheme https
+	b = append(append(b, 0x04, byte(len(path))), path...)
+	return append(append(b, 0x01, byte(len(authority))), authority...)
+}
