@@ -40,21 +40,25 @@ func digestTag(sum []byte) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// cacheEntry is one cached file: its bytes, gzip form and response headers,
-// all computed once when the entry is built and never changed after, so any
-// number of goroutines read it without locks. Only checked, ref and slot
-// change.
+// cacheEntry is one cached file: its bytes, compressed forms and response
+// headers, all computed once when the entry is built and never changed
+// after, so any number of goroutines read it without locks. Only checked,
+// ref and slot change.
 type cacheEntry struct {
 	key, name string // cache key and root-relative file name
 	version   fileVersion
+	sidecars  [numCodings]fileVersion // of the usable sidecars when built; zero: none
 	modTime   time.Time
-	body, gz  []byte // gz is nil when the file gets no gzip form
+	body      []byte
+	forms     []*encodedForm // compressed forms, by coding
+	codings   codingSet      // the codings of forms
 
 	// The header values are built once as one-element slices so the hot
 	// path can assign them into the header map without formatting anything.
-	compressible                   bool
-	contentType, etag, gzETag      []string
-	lastModified, length, gzLength []string
+	compressible, vary   bool
+	contentType, etag    []string
+	lastModified, length []string
+	cacheControl         []string // nil: none
 
 	cost    int64        // bytes charged to the cache budget
 	checked atomic.Int64 // UnixNano of the last load or stat that matched
@@ -76,17 +80,21 @@ func (h *staticHandler) loadEntry(key, name string, f *os.File, fi fs.FileInfo) 
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	e := &cacheEntry{key: key, name: name, version: versionOf(fi), modTime: fi.ModTime(), body: body[:n], slot: -1}
+	e.sidecars = h.statSidecars(name, e.version.modTime)
 	e.checked.Store(checked)
 	e.setHeaders(name)
-	e.cost = int64(len(e.body)+len(e.gz)) + entryOverheadBytes
+	e.cacheControl = h.cacheControl(name, e.contentType[0])
+	h.loadForms(e)
+	// Every form varies with Accept-Encoding once the file has another.
+	e.vary = e.compressible || e.sidecars != [numCodings]fileVersion{}
+	e.cost = int64(len(e.body)) + entryOverheadBytes
+	for _, f := range e.forms {
+		e.cost += int64(len(f.body))
+	}
 	return e, nil
 }
 
-// setHeaders computes the entry's header values and gzip form from its body.
-// The gzip form is compressed at the best level since it is built once per
-// entry, and kept only when it is smaller than the body. Its ETag is the
-// identity digest with a -gzip suffix: every worker runs the same compressor,
-// so equal identity bytes mean equal gzip bytes.
+// setHeaders computes the entry's identity header values from its body.
 func (e *cacheEntry) setHeaders(name string) {
 	sum := sha256.Sum256(e.body)
 	tag := digestTag(sum[:])
@@ -96,14 +104,6 @@ func (e *cacheEntry) setHeaders(name string) {
 	e.lastModified = []string{e.modTime.UTC().Format(http.TimeFormat)}
 	e.length = []string{strconv.Itoa(len(e.body))}
 	e.compressible = compressibleType(ctype)
-	if !e.compressible || len(e.body) < gzipMinBytes {
-		return
-	}
-	if gz := gzipBytes(e.body); len(gz) < len(e.body) {
-		e.gz = gz
-		e.gzETag = []string{`"` + tag + `-gzip"`}
-		e.gzLength = []string{strconv.Itoa(len(gz))}
-	}
 }
 
 // gzipWriters recycles gzip writers across cache fills: each one holds
@@ -113,7 +113,8 @@ var gzipWriters = sync.Pool{New: func() any {
 	return zw
 }}
 
-// gzipBytes returns body compressed with gzip at the best compression level.
+// gzipBytes returns body compressed with gzip at the best compression level,
+// since it is done once per entry.
 func gzipBytes(body []byte) []byte {
 	var buf bytes.Buffer
 	zw := gzipWriters.Get().(*gzip.Writer)
@@ -166,7 +167,7 @@ func (c *staticCache) add(e *cacheEntry, current func(*cacheEntry) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.entries[e.key]; old != nil {
-		if old.version == e.version || !current(e) {
+		if (old.version == e.version && old.sidecars == e.sidecars) || !current(e) {
 			return
 		}
 		c.removeLocked(old)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"io/fs"
 	"mime"
@@ -12,17 +11,16 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
 const (
-	// maxCacheEntryBytes caps the size of a cached file. The real cap is the
-	// smaller of this and an eighth of the cache budget, so one entry (with its
-	// gzip form, at most twice its size) can never take more than a quarter of
-	// the cache. Bigger files stream from disk with sendfile, where holding them
+	// maxCacheEntryBytes caps the size of a cached file, and of each of its
+	// sidecars. The real cap is the smaller of this and an eighth of the
+	// cache budget, so one entry (with up to three compressed forms) can
+	// never take more than half of the cache. Bigger files stream from disk with sendfile, where holding them
 	// in memory would save little.
 	maxCacheEntryBytes = 1 << 20
 
@@ -51,19 +49,24 @@ const (
 var (
 	hdrAllow        = []string{"GET, HEAD"}
 	hdrVary         = []string{"Accept-Encoding"}
-	hdrGzip         = []string{"gzip"}
 	hdrAcceptRanges = []string{"bytes"}
 	hdrHTML         = []string{"text/html; charset=utf-8"}
+	hdrNosniff      = []string{"nosniff"}
+	hdrImmutable    = []string{"public, max-age=31536000, immutable"}
+	hdrNoCache      = []string{"no-cache"}
 )
 
 // contentHeaders are the request headers that take a cached file off the hot
 // path and through http.ServeContent, which implements them exactly.
 var contentHeaders = [...]string{"Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"}
 
-// staticOptions configures a staticHandler. Both values are per worker process.
+// staticOptions configures a staticHandler. The cache is per worker process.
 type staticOptions struct {
 	CacheBytes int64         // in-memory cache budget in bytes; 0 disables the cache
 	Revalidate time.Duration // an entry older than this is checked by a stat; 0 = stat on every request
+	Listing    bool          // list directories without an index.html; otherwise 404
+	Fallback   string        // root-relative file served for missing extensionless paths; "": none
+	Immutable  bool          // Cache-Control for fingerprinted assets and HTML; see cacheControl
 }
 
 // staticHandler serves the files below one directory over GET and HEAD. It
@@ -79,6 +82,9 @@ type staticHandler struct {
 	maxEntry   int64
 	cache      *staticCache // nil when caching is disabled
 	digests    *digestMemo
+	listing    bool
+	fallback   string // cleaned, root-relative; "": none
+	immutable  bool
 
 	// now is the clock used to age cache entries; tests replace it to move
 	// time without sleeping.
@@ -96,7 +102,12 @@ func newStaticHandler(dir string, opts staticOptions) (*staticHandler, error) {
 		revalidate: max(opts.Revalidate, 0),
 		maxEntry:   min(maxCacheEntryBytes, opts.CacheBytes/8),
 		digests:    &digestMemo{tags: make(map[string]memoTag)},
+		listing:    opts.Listing,
+		immutable:  opts.Immutable,
 		now:        time.Now,
+	}
+	if opts.Fallback != "" {
+		h.fallback = path.Clean("/" + opts.Fallback)[1:]
 	}
 	if h.maxEntry > 0 {
 		h.cache = &staticCache{entries: make(map[string]*cacheEntry), budget: opts.CacheBytes}
@@ -110,13 +121,20 @@ func (h *staticHandler) Close() error {
 }
 
 // ServeHTTP answers GET and HEAD for files and directories below the root.
+// Every answer carries X-Content-Type-Options: nosniff, so a browser never
+// runs an uploaded text file as a script because it looks like one.
 func (h *staticHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header()["X-Content-Type-Options"] = hdrNosniff
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header()["Allow"] = hdrAllow
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
 	key, name, status := resolvePath(r.URL.Path)
+	if status == http.StatusNotFound {
+		h.notFound(w, r)
+		return
+	}
 	if status != http.StatusOK {
 		http.Error(w, http.StatusText(status), status)
 		return
@@ -230,13 +248,13 @@ func (h *staticHandler) unchanged(e *cacheEntry) bool {
 func (h *staticHandler) serveFromDisk(w http.ResponseWriter, r *http.Request, key, name string) {
 	f, err := h.root.Open(name)
 	if err != nil {
-		serveOpenError(w, r, err)
+		h.serveOpenError(w, r, key, err)
 		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		serveOpenError(w, r, err)
+		h.serveOpenError(w, r, key, err)
 		return
 	}
 	wantDir := strings.HasSuffix(key, "/")
@@ -246,7 +264,7 @@ func (h *staticHandler) serveFromDisk(w http.ResponseWriter, r *http.Request, ke
 	case fi.IsDir():
 		h.serveDir(w, r, key, name, f)
 	case wantDir || !fi.Mode().IsRegular():
-		http.NotFound(w, r)
+		h.notFound(w, r)
 	default:
 		h.serveFile(w, r, key, name, f, fi)
 	}
@@ -254,14 +272,14 @@ func (h *staticHandler) serveFromDisk(w http.ResponseWriter, r *http.Request, ke
 
 // serveOpenError answers a failed open or stat. A client-chosen path can fail
 // in many ways (missing, ENOTDIR, too long, escaping the root through a
-// symlink); all of them are simply "not found", so no failure tells a client
+// symlink); all of them are simply missing, so no failure tells a client
 // more than that. Only a permission problem is reported as such.
-func serveOpenError(w http.ResponseWriter, r *http.Request, err error) {
+func (h *staticHandler) serveOpenError(w http.ResponseWriter, r *http.Request, key string, err error) {
 	if errors.Is(err, fs.ErrPermission) {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
 	}
-	http.NotFound(w, r)
+	h.missing(w, r, key)
 }
 
 // redirectToDir sends a directory URL that lacks its trailing slash to the
@@ -271,8 +289,9 @@ func redirectToDir(w http.ResponseWriter, r *http.Request, key string) {
 	http.Redirect(w, r, u.String(), http.StatusMovedPermanently)
 }
 
-// serveDir serves the directory's index.html if it has a regular one and a
-// listing otherwise. The index is cached under the directory's key.
+// serveDir serves the directory's index.html if it has a regular one, and
+// otherwise a listing with -listing and a 404 without. The index is cached
+// under the directory's key.
 func (h *staticHandler) serveDir(w http.ResponseWriter, r *http.Request, key, name string, dir *os.File) {
 	index := path.Join(name, "index.html")
 	if f, err := h.root.Open(index); err == nil {
@@ -281,6 +300,10 @@ func (h *staticHandler) serveDir(w http.ResponseWriter, r *http.Request, key, na
 			h.serveFile(w, r, key, index, f, fi)
 			return
 		}
+	}
+	if !h.listing {
+		h.notFound(w, r)
+		return
 	}
 	h.serveListing(w, r, key, name, dir)
 }
@@ -301,39 +324,75 @@ func (h *staticHandler) serveFile(w http.ResponseWriter, r *http.Request, key, n
 	serveEntry(w, r, e)
 }
 
-// isCurrent stats e's file and reports whether e holds its current version.
+// isCurrent stats e's file and its sidecars and reports whether e holds
+// their current versions.
 func (h *staticHandler) isCurrent(e *cacheEntry) bool {
 	fi, err := h.root.Stat(e.name)
-	return err == nil && fi.Mode().IsRegular() && versionOf(fi) == e.version
+	return err == nil && fi.Mode().IsRegular() && versionOf(fi) == e.version &&
+		h.statSidecars(e.name, e.version.modTime) == e.sidecars
 }
 
 // serveStream serves a file that is not cached straight from disk;
 // http.ServeContent over the *os.File handles conditionals and ranges and lets
-// net/http use sendfile. Such files are always sent as identity: compressing
-// per request would spend CPU on every hit, give up sendfile and ranges, and
-// it is only files over the cache entry cap (or every file when the cache is
-// off) that come here.
+// net/http use sendfile. Such files are never compressed on the fly:
+// compressing per request would spend CPU on every hit, give up sendfile and
+// ranges, and it is only files over the cache entry cap (or every file when
+// the cache is off) that come here. A usable sidecar the client prefers is
+// sent instead, by sendfile too, except for ranges.
 func (h *staticHandler) serveStream(w http.ResponseWriter, r *http.Request, name string, f *os.File, fi fs.FileInfo) {
-	tag, err := h.digests.etag(name, f, fi)
-	if err != nil {
-		http.Error(w, "cannot read file", http.StatusInternalServerError)
-		return
-	}
 	ctype := contentType(name, f)
 	hdr := w.Header()
 	hdr.Set("Content-Type", ctype)
-	hdr.Set("Etag", tag)
-	if compressibleType(ctype) {
+	if cc := h.cacheControl(name, ctype); cc != nil {
+		hdr["Cache-Control"] = cc
+	}
+	modTime := fi.ModTime().UnixNano()
+	if compressibleType(ctype) || h.statSidecars(name, modTime) != [numCodings]fileVersion{} {
 		hdr["Vary"] = hdrVary
 	}
-	http.ServeContent(w, r, name, fi.ModTime(), f)
+	if !identityOnly(r.Header) {
+		if sf, sfi, c := h.openSidecar(name, modTime, parseAcceptEncoding(r.Header["Accept-Encoding"])); sf != nil {
+			defer sf.Close()
+			if h.serveContent(w, r, sidecarName(name, c), sf, sfi, c) {
+				return
+			}
+			hdr.Del("Content-Encoding")
+		}
+	}
+	h.serveContent(w, r, name, f, fi, -1)
+}
+
+// serveContent sends the open file f in coding c (-1: identity) through
+// http.ServeContent, with its ETag. It reports false, having written
+// nothing, when the file cannot be hashed; for identity it answers 500 then.
+func (h *staticHandler) serveContent(w http.ResponseWriter, r *http.Request, name string, f *os.File, fi fs.FileInfo, c coding) bool {
+	tag, err := h.digests.etag(name, f, fi)
+	if err != nil {
+		if c < 0 {
+			http.Error(w, "cannot read file", http.StatusInternalServerError)
+		}
+		return false
+	}
+	hdr := w.Header()
+	hdr.Set("Etag", tag)
+	if c >= 0 {
+		hdr["Content-Encoding"] = codings[c].header
+		// ServeContent sets no Content-Length once Content-Encoding is set.
+		hdr.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	}
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+	return true
 }
 
 // contentType returns the media type of the file name whose content r
 // reads: by extension, else by sniffing the first 512 bytes, all that
 // http.DetectContentType looks at.
 func contentType(name string, r io.ReaderAt) string {
-	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+	ext := path.Ext(name)
+	if t, ok := webTypes[strings.ToLower(ext)]; ok {
+		return t
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
 		return t
 	}
 	head := make([]byte, 512)
@@ -354,45 +413,6 @@ func compressibleType(ctype string) bool {
 	switch mt {
 	case "application/javascript", "application/json", "application/xml", "application/wasm":
 		return true
-	}
-	return false
-}
-
-// acceptsGzip reports whether the Accept-Encoding values allow gzip. The
-// first "gzip" (or "x-gzip") item decides, by whether its q is zero; without
-// one, a "*" item does. Returning at the first gzip item keeps the usual
-// browser header ("gzip, deflate, br, zstd") to one item's work, and slicing
-// the strings in place keeps the check free of allocations.
-func acceptsGzip(values []string) bool {
-	star := false
-	for _, v := range values {
-		for v != "" {
-			var item string
-			item, v, _ = strings.Cut(v, ",")
-			coding, params, _ := strings.Cut(item, ";")
-			coding = strings.TrimSpace(coding)
-			switch {
-			case strings.EqualFold(coding, "gzip"), strings.EqualFold(coding, "x-gzip"):
-				return !zeroQ(params)
-			case coding == "*":
-				star = !zeroQ(params)
-			}
-		}
-	}
-	return star
-}
-
-// zeroQ reports whether the parameters of one Accept-Encoding item carry a
-// q of zero ("q=0", "q=0.0", "q=0.000"), which refuses the coding.
-func zeroQ(params string) bool {
-	for params != "" {
-		var p string
-		p, params, _ = strings.Cut(params, ";")
-		p = strings.TrimSpace(p)
-		if len(p) < 3 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=' {
-			continue
-		}
-		return strings.Trim(p[2:], "0.") == "" && p[2] == '0'
 	}
 	return false
 }
@@ -429,21 +449,24 @@ func identityOnly(hdr http.Header) bool {
 // through http.ServeContent, which implements the conditional and range rules.
 func serveEntry(w http.ResponseWriter, r *http.Request, e *cacheEntry) {
 	viaServeContent := usesServeContent(r.Header)
-	gz := e.gz != nil && acceptsGzip(r.Header["Accept-Encoding"]) && !(viaServeContent && identityOnly(r.Header))
+	var form *encodedForm
+	if e.codings != 0 && !(viaServeContent && identityOnly(r.Header)) {
+		form = e.pick(r.Header["Accept-Encoding"])
+	}
 	hdr := w.Header()
-	setEntryHeaders(hdr, e, gz)
+	setEntryHeaders(hdr, e, form)
 	body := e.body
-	if gz {
+	if form != nil {
 		// Set before ServeContent too: it leaves Content-Length unset when
 		// Content-Encoding is set.
-		hdr["Content-Length"] = e.gzLength
-		body = e.gz
+		hdr["Content-Length"] = form.length
+		body = form.body
 	}
 	if viaServeContent {
 		http.ServeContent(w, r, "", e.modTime, bytes.NewReader(body))
 		return
 	}
-	if !gz {
+	if form == nil {
 		hdr["Content-Length"] = e.length
 	}
 	hdr["Last-Modified"] = e.lastModified
@@ -454,82 +477,22 @@ func serveEntry(w http.ResponseWriter, r *http.Request, e *cacheEntry) {
 }
 
 // setEntryHeaders sets the headers that describe the chosen representation of
-// e: its type, validator and encoding.
-func setEntryHeaders(hdr http.Header, e *cacheEntry, gz bool) {
+// e, form or identity when form is nil: its type, validator, encoding and
+// caching policy.
+func setEntryHeaders(hdr http.Header, e *cacheEntry, form *encodedForm) {
 	hdr["Content-Type"] = e.contentType
-	if e.compressible {
+	if e.vary {
 		// Caches must key on Accept-Encoding whether or not this response
 		// is compressed, or they would hand gzip to clients that refused it.
 		hdr["Vary"] = hdrVary
 	}
-	if gz {
-		hdr["Content-Encoding"] = hdrGzip
-		hdr["Etag"] = e.gzETag
+	if e.cacheControl != nil {
+		hdr["Cache-Control"] = e.cacheControl
+	}
+	if form != nil {
+		hdr["Content-Encoding"] = codings[form.coding].header
+		hdr["Etag"] = form.etag
 		return
 	}
 	hdr["Etag"] = e.etag
-}
-
-// serveListing writes an HTML index of a directory without index.html.
-func (h *staticHandler) serveListing(w http.ResponseWriter, r *http.Request, key, name string, dir *os.File) {
-	names, err := h.listDir(name, dir)
-	if err != nil {
-		http.Error(w, "cannot read directory", http.StatusInternalServerError)
-		return
-	}
-	var b strings.Builder
-	writeListing(&b, key, names)
-	hdr := w.Header()
-	hdr["Content-Type"] = hdrHTML
-	hdr["Vary"] = hdrVary
-	hdr.Set("Content-Length", strconv.Itoa(b.Len()))
-	if r.Method != http.MethodHead {
-		io.WriteString(w, b.String())
-	}
-}
-
-// listDir returns the names in dir that the handler would serve, sorted, with
-// a trailing slash on directories. Dot names and names with a backslash are
-// left out because requests for them are refused, and symlinks are resolved
-// through the root so that those escaping it are left out too.
-func (h *staticHandler) listDir(name string, dir *os.File) ([]string, error) {
-	ents, err := dir.ReadDir(-1)
-	if err != nil {
-		return nil, fmt.Errorf("read directory %s: %w", name, err)
-	}
-	names := make([]string, 0, len(ents))
-	for _, d := range ents {
-		n := d.Name()
-		if strings.HasPrefix(n, ".") || strings.Contains(n, "\\") {
-			continue
-		}
-		isDir := d.IsDir()
-		if d.Type()&fs.ModeSymlink != 0 {
-			fi, err := h.root.Stat(path.Join(name, n))
-			if err != nil {
-				continue
-			}
-			isDir = fi.IsDir()
-		}
-		if isDir {
-			n += "/"
-		}
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-// writeListing renders the listing page for the directory at URL path key.
-// Each name is URL-escaped for the link (url.URL also guards a name with a
-// colon from reading as a scheme) and HTML-escaped for the text and attribute.
-func writeListing(b *strings.Builder, key string, names []string) {
-	b.WriteString("<!doctype html>\n<meta charset=\"utf-8\">\n<title>Index of ")
-	b.WriteString(html.EscapeString(key))
-	b.WriteString("</title>\n<pre>\n")
-	for _, n := range names {
-		href := (&url.URL{Path: n}).String()
-		fmt.Fprintf(b, "<a href=\"%s\">%s</a>\n", html.EscapeString(href), html.EscapeString(n))
-	}
-	b.WriteString("</pre>\n")
 }

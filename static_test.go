@@ -245,7 +245,7 @@ func TestStaticListsDirectoryEscapedAndSorted(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..", "..", "secret.txt"), filepath.Join(list, "out")); err != nil {
 		t.Fatal(err)
 	}
-	h := newTestHandler(t, filepath.Join(dir, "site"), staticOptions{CacheBytes: 1 << 20})
+	h := newTestHandler(t, filepath.Join(dir, "site"), staticOptions{CacheBytes: 1 << 20, Listing: true})
 
 	w := serve(h, "GET", "/list/")
 	body := w.Body.String()

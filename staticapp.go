@@ -10,6 +10,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -27,6 +30,9 @@ func newStaticApp(fs *flag.FlagSet) App {
 	fs.StringVar(&sf.dir, "dir", ".", "`directory` to serve, read-only")
 	fs.Var((*byteSize)(&sf.opts.CacheBytes), "cache-bytes", "in-memory file cache budget PER WORKER (N workers: up to N times this): a `size` in bytes or with a unit such as 512KiB, 64MiB, 1GB; 0 disables it")
 	fs.DurationVar(&sf.opts.Revalidate, "cache-revalidate", time.Second, "how old a cached entry may get before a stat checks it again, so an edited file is served fresh within this window; 0 = every request (per worker cache)")
+	fs.BoolVar(&sf.opts.Listing, "listing", false, "list the files of a directory that has no index.html (off: such a directory is 404)")
+	fs.StringVar(&sf.opts.Fallback, "fallback", "", "for a single-page app: a file in -dir, such as /index.html, served with status 200 for a missing GET or HEAD path whose last segment has no extension (missing assets stay 404)")
+	fs.BoolVar(&sf.opts.Immutable, "immutable-assets", false, "send fingerprinted assets (name.HASH.ext, name-HASH.ext; HASH 8+ letters and digits, with both) with Cache-Control: public, max-age=31536000, immutable, and HTML with Cache-Control: no-cache (off: no Cache-Control)")
 	return App{Check: sf.check, Start: sf.start, Stop: stopStatic}
 }
 
@@ -35,7 +41,10 @@ func (sf *staticFlags) check() error {
 	if sf.opts.Revalidate < 0 {
 		return bad("cache-revalidate", "must not be negative, got %v", sf.opts.Revalidate)
 	}
-	return checkDir(sf.dir)
+	if err := checkDir(sf.dir); err != nil {
+		return err
+	}
+	return checkFallback(sf.dir, sf.opts.Fallback)
 }
 
 // start opens the directory as this worker's root. The root is opened
@@ -66,6 +75,35 @@ func checkDir(dir string) error {
 	}
 	if _, err := f.Readdirnames(1); err != nil && err != io.EOF {
 		return bad("dir", "cannot read %s: %v", dir, err)
+	}
+	return nil
+}
+
+// checkFallback requires -fallback, when set, to name a regular file in
+// dir that the site would serve: not above the root, not a dotfile, and
+// not through a symlink that leaves it (os.Root refuses that).
+func checkFallback(dir, p string) error {
+	if p == "" {
+		return nil
+	}
+	if strings.ContainsAny(p, "\\\x00") || slices.Contains(strings.Split(p, "/"), "..") {
+		return bad("fallback", "%s is outside -dir", p)
+	}
+	clean := path.Clean("/" + p)
+	if hiddenPath(clean) {
+		return bad("fallback", "%s is a dotfile, which is never served", p)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return bad("dir", "%v", err)
+	}
+	defer root.Close()
+	fi, err := root.Stat(clean[1:])
+	switch {
+	case err != nil:
+		return bad("fallback", "%s in -dir %s: %v", p, dir, err)
+	case !fi.Mode().IsRegular():
+		return bad("fallback", "%s in -dir %s is not a regular file", p, dir)
 	}
 	return nil
 }
