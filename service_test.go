@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -198,5 +199,72 @@ func TestSessionsResumeWhicheverWorkerAnswers(t *testing.T) {
 	}
 	if answering < 2 {
 		t.Errorf("%d workers accepted connections; want resumption checked across several:\n%s", answering, s.logs())
+	}
+}
+
+// onMessage is a slog handler that runs hook, in the logging goroutine,
+// when a record with the message msg is logged.
+type onMessage struct {
+	slog.Handler
+	msg  string
+	hook func()
+}
+
+func (h onMessage) WithAttrs(as []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(as)
+	return h
+}
+
+func (h onMessage) WithGroup(name string) slog.Handler {
+	h.Handler = h.Handler.WithGroup(name)
+	return h
+}
+
+func (h onMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.hook()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func TestReadyIsNeverNotifiedAfterStopping(t *testing.T) {
+	h := newServiceHarness(t, 2, nil)
+	var mu sync.Mutex
+	var states []string
+	h.svc.notify = func(s ...string) {
+		mu.Lock()
+		states = append(states, s...)
+		mu.Unlock()
+	}
+	stopping := make(chan struct{})
+	// A stop that begins in the instant between the generation becoming
+	// ready and Start returning, as a signal can: the generation's own
+	// "generation ready" line runs it, and holds Start until STOPPING=1.
+	h.svc.log = slog.New(onMessage{Handler: h.svc.log.Handler(), msg: "generation ready", hook: func() {
+		go func() {
+			h.svc.Stop(context.Background())
+		}()
+		for {
+			mu.Lock()
+			sent := slices.Contains(states, "STOPPING=1")
+			mu.Unlock()
+			if sent {
+				close(stopping)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}})
+	if err := h.svc.Start(context.Background()); err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	<-stopping
+	if err := h.svc.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if i := slices.Index(states, "READY=1"); i >= 0 && i > slices.Index(states, "STOPPING=1") {
+		t.Errorf("notifications %q: READY=1 after STOPPING=1", states)
 	}
 }

@@ -55,6 +55,8 @@ func TestSidecarIsChosenByQValuesPreferringBrThenZstdThenGzip(t *testing.T) {
 				{"br;q=0, *", "zstd", "ZSTD-BYTES"},
 				{"BR;Q=0.9, gzip;q=0.8", "br", "BROTLI-BYTES"},
 				{"x-gzip", "gzip", "GZIP-SIDECAR-BYTES"},
+				{"identity;q=0, gzip", "gzip", "GZIP-SIDECAR-BYTES"},
+				{"identity;q=0", "", ""}, // nothing else accepted: the file, not a 406
 				{"*;q=0", "", ""},
 				{"identity", "", ""},
 				{"br;q=bogus", "", ""},
@@ -224,6 +226,23 @@ func TestMissingPathGets404PageWithStatus404(t *testing.T) {
 	}
 }
 
+func Test404PageThatLeavesTheRootIsNeverServed(t *testing.T) {
+	for _, cfg := range cacheConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			root := t.TempDir()
+			outside := t.TempDir()
+			writeFile(t, outside, "404.html", outsideSecret)
+			if err := os.Symlink(filepath.Join(outside, "404.html"), filepath.Join(root, "404.html")); err != nil {
+				t.Fatal(err)
+			}
+			w := serve(newTestHandler(t, root, cfg.opts), "GET", "/nope")
+			if w.Code != 404 || strings.Contains(w.Body.String(), outsideSecret) {
+				t.Errorf("404.html linking out of the root: %d %q; want the plain 404", w.Code, w.Body)
+			}
+		})
+	}
+}
+
 func TestFallbackServesTheAppForMissingRoutesOnly(t *testing.T) {
 	for _, cfg := range cacheConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
@@ -297,7 +316,9 @@ func TestEveryResponseSaysNosniff(t *testing.T) {
 }
 
 func TestBuiltInTypesWinOverTheHostsMimeTypes(t *testing.T) {
-	// What a host's mime.types might say; the table must not care.
+	// What a host's mime.types might say; the table must not care. With
+	// an empty host table the answer is the same, since these extensions
+	// are never looked up there.
 	mime.AddExtensionType(".woff2", "application/x-host-says-so")
 	want := map[string]string{
 		"f.woff2": "font/woff2", "f.woff": "font/woff", "site.webmanifest": "application/manifest+json",

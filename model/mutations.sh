@@ -1,0 +1,397 @@
+#!/usr/bin/env bash
+# model/mutations.sh -- mutation check: the tests guard the design claims.
+#
+#   bash model/mutations.sh                     every mutant
+#   bash model/mutations.sh sigterm tls         only these (names as in the table)
+#   MUTANT_TIMEOUT=300 bash model/mutations.sh  longer limit per test run (default 120 s)
+#   KEEP=1 bash model/mutations.sh barrier      keep the test logs to read
+#
+# For each central claim of the design (README's "Design record to code"
+# and "Guarantees and limits" tables) it breaks a copy of the repository
+# with one small source edit, builds the copy's test binary and runs only
+# the tests that back the claim; they must FAIL. Each edit replaces an
+# exact snippet that must occur exactly once in its file, so a mutant whose
+# snippet has moved or changed is reported as "did not apply" and fails the
+# check instead of passing vacuously; a mutant that does not compile fails
+# it too. Before any mutant, the same tests run unmutated and must all pass
+# (each by name), or a failure would prove nothing.
+#
+# The working tree (tracked and untracked, not ignored files) is copied once
+# into a temporary directory and each mutant starts from that copy;
+# the repository itself is never touched. Mutants run one after another,
+# without -race, on the shared Go build cache. Test binaries live under the
+# temporary directory, so any process left behind (a mutant can break the
+# very kill that cleans up, e.g. without Setsid) is found by that path and
+# killed by pid after each run. It prints a table (claim, mutation, tests,
+# result) and exits non-zero unless every mutant applied, compiled and was
+# caught.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
+limit=${MUTANT_TIMEOUT:-120}
+# The tests start servery under a fake service manager where they need one.
+unset NOTIFY_SOCKET LISTEN_PID LISTEN_FDS LISTEN_FDNAMES GOMAXPROCS
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/servery-mutations.XXXXXX")
+
+# leftovers lists processes running a test binary of this script.
+leftovers() { pgrep -f -- "$work/" || true; }
+
+# reap kills, by pid, whatever a test run left behind, and says so.
+reap() {
+	local pid left
+	left=$(leftovers)
+	[ -z "$left" ] && return 0
+	for pid in $left; do kill -KILL "$pid" 2>/dev/null || true; done
+	echo "      (killed $(echo "$left" | wc -w) leftover process(es) of $1)" >&2
+}
+
+cleanup() {
+	local pid
+	for pid in $(leftovers); do kill -KILL "$pid" 2>/dev/null || true; done
+	if [ "${KEEP:-0}" = 1 ]; then
+		echo "logs kept in $work (one NAME.log per mutant)" >&2
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+trap 'echo "mutations.sh: line $LINENO: $BASH_COMMAND failed" >&2' ERR
+
+# ------------------------------------------------------------- mutants
+# mutant NAME CLAIM MUTATION TESTS [RUNS]: registers a mutant; the
+# function m_NAME applies its edits. TESTS is a space-separated list of
+# test names; RUNS (default 1), for a test that catches the mutant only
+# some of the time, runs them up to that many times, until one fails.
+names=()
+declare -A claim_of mutation_of tests_of runs_of
+mutant() {
+	names+=("$1")
+	claim_of[$1]=$2
+	mutation_of[$1]=$3
+	tests_of[$1]=$4
+	runs_of[$1]=${5:-1}
+}
+
+mutant barrier "no answer before every worker is prepared" \
+	"commit after the first prepared" \
+	"TestBarrierDelaysEveryAnswerUntilAllPrepared"
+m_barrier() {
+	edit barrier.go 'pending := len(s.procs)' \
+		'pending := len(s.procs); if want == stagePrepared { pending = 1 }'
+}
+
+mutant rollback "a failed startup leaves no process" \
+	"Start returns the error without stopping the generation" \
+	"TestRollbackWhenOneWorkerFailsBeforeReady TestRollbackOnStartupTimeout"
+m_rollback() {
+	# events are still read, so a later Stop (the test's cleanup) works
+	edit supervisor.go 's.beginStop(fmt.Errorf("start: %w", err), drain)' \
+		'go func() { for range s.events {} }(); return err'
+}
+
+mutant sigterm "stop escalates: SIGTERM at the drain deadline" \
+	"no SIGTERM stage (straight to SIGKILL at the force deadline)" \
+	"TestTerminateAtDrainDeadlineStopsWorkerThatIgnoresEOF"
+m_sigterm() {
+	edit drain.go '{drain, s.hurry, syscall.SIGTERM, "terminate"},' ''
+}
+
+mutant sigkill "stop escalates: SIGKILL at the force deadline" \
+	"no SIGKILL stage" \
+	"TestForceKillsWorkerThatIgnoresTerm"
+m_sigkill() {
+	edit drain.go '{force, nil, syscall.SIGKILL, "kill"},' ''
+}
+
+mutant eof-ready "EOF on stdin after ready: the worker drains and exits" \
+	"the worker never notices its stdin closed after commit" \
+	"TestEOFAfterReadyDrainsInFlightRequest TestParentSIGKILLDrainsWorkers"
+m_eof-ready() {
+	edit worker.go 'close(eof)' 'select {}'
+}
+
+mutant eof-commit "EOF on stdin before commit: exit without accepting" \
+	"EOF before commit is taken as commit" \
+	"TestWorkerEOFBeforeCommitExitsWithoutAccepting"
+m_eof-commit() {
+	edit worker.go 'return false, errors.New("stdin closed before commit")' 'return true, nil'
+}
+
+mutant setsid "workers lead their own session: a kill reaches descendants" \
+	"Setsid: false (workers stay in the parent's process group)" \
+	"TestKillReachesWorkersGrandchild"
+m_setsid() {
+	edit proc_unix.go 'Setsid: true' 'Setsid: false'
+}
+
+mutant group-kill "the kill reaches the worker's whole process group" \
+	"signal the worker's pid, not its group" \
+	"TestKillReachesWorkersGrandchild"
+m_group-kill() {
+	edit proc_unix.go 'syscall.Kill(-pid, s)' 'syscall.Kill(pid, s)'
+}
+
+mutant tls "one TLS identity, generated once by the parent" \
+	"each worker serves its own fresh self-signed certificate" \
+	"TestOneTLSIdentityAcrossWorkers"
+m_tls() {
+	edit worker.go 'srv.http.TLSConfig, err = cfg.TLS.serverConfig()' \
+		'srv.http.TLSConfig, err = func() (*tls.Config, error) { id, err := selfSignedIdentity("", time.Now()); if err != nil { return nil, err }; return id.serverConfig() }()'
+}
+
+mutant root "nothing outside -dir is served (os.Root)" \
+	"files opened with os.Open(dir/name) instead of the root" \
+	"TestStaticRefusesHostilePaths TestPathEscapesOverTheWireStayInsideRoot"
+m_root() {
+	edit static.go 'f, err := h.root.Open(name)' 'f, err := os.Open(h.root.Name() + "/" + name)'
+}
+
+mutant dotfiles "no dotfile is served (except /.well-known/)" \
+	"hiddenPath always false" \
+	"TestStaticRefusesHostilePaths TestPathEscapesOverTheWireStayInsideRoot"
+m_dotfiles() {
+	edit static.go 'return strings.Contains(clean, "/.")' 'return false'
+}
+
+mutant deadline-note "write timeout holds after net/http or crypto/tls clears the deadline" \
+	"limitConn.SetWriteDeadline override renamed away" \
+	"TestWriteTimeoutHoldsAfterTheFirstResponse TestWriteTimeoutHoldsOverTLS"
+m_deadline-note() {
+	edit listener.go 'func (c *limitConn) SetWriteDeadline(' 'func (c *limitConn) setWriteDeadlineUnused('
+}
+
+mutant rearm-write "a steady slow reader is never cut (large writes)" \
+	"Write arms the deadline once, not per 64 KiB chunk" \
+	"TestSteadySlowReaderIsNeverCut"
+m_rearm-write() {
+	edit listener.go $'for len(b) > 0 {\n\t\tc.rearmWrite()' $'c.rearmWrite()\n\tfor len(b) > 0 {'
+}
+
+mutant rearm-sendfile "a steady slow reader is never cut (sendfile)" \
+	"ReadFrom arms the deadline once, not per 64 KiB chunk" \
+	"TestSteadySlowReaderIsNeverCut"
+m_rearm-sendfile() {
+	edit listener.go $'for remain > 0 {\n\t\tc.rearmWrite()' $'c.rearmWrite()\n\tfor remain > 0 {'
+}
+
+mutant stalled "a client that stops reading is cut by -write-timeout" \
+	"limitConn ignores the write timeout" \
+	"TestStalledReaderIsCutOffAndFreesItsSlot"
+m_stalled() {
+	edit listener.go 'writeTimeout: l.writeTimeout}' 'writeTimeout: 0}'
+}
+
+mutant ready "READY=1 only once every worker is ready" \
+	"Start returns (READY=1) after the first ready" \
+	"TestReadyIsNotifiedOnlyOnceEveryWorkerIsReady"
+m_ready() {
+	edit barrier.go 'pending := len(s.procs)' \
+		'pending := len(s.procs); if want == stageReady { pending = 1 }'
+	# the other workers' ready then reaches the monitor: not a lost worker
+	edit supervisor.go 'reason := "sent " + ev.msg.Type + " after ready"' \
+		'if ev.err == nil && ev.msg.Type == msgReady { return }; reason := "sent " + ev.msg.Type + " after ready"'
+}
+
+mutant rollback-drain "a rollback after commit drains in-flight requests" \
+	"rollback after commit terminates at once (drain 0)" \
+	"TestRollbackAfterCommitDrainsInFlightRequests"
+m_rollback-drain() {
+	edit supervisor.go 'drain = s.cfg.DrainTimeout' 'drain = 0'
+}
+
+mutant cache-version "the cache never goes back to an older version" \
+	"add replaces an entry without checking the file's current version" \
+	"TestStaticCacheNeverGoesBackToAnOlderVersion"
+m_cache-version() {
+	edit cache.go '|| !current(e)' ''
+}
+
+mutant h2-stream "an HTTP/2 stream that never reopens its window is cut" \
+	"streamDeadlines wrapper not installed" \
+	"TestHTTP2StreamWithoutWindowUpdateIsCut"
+m_h2-stream() {
+	edit worker.go 'streamDeadlines(srv.counting(h), cfg.WriteTimeout)' 'srv.counting(h)'
+}
+
+mutant ready-stopping "READY=1 never follows STOPPING=1" \
+	"Start sends READY=1 even when a stop began meanwhile" \
+	"TestReadyIsNeverNotifiedAfterStopping"
+m_ready-stopping() {
+	edit service.go 'return nil // the Stop waiting for this Start stops gen' ''
+}
+
+mutant sidecar-stale "a sidecar older than its file is never served" \
+	"sidecars are used whatever their modification time" \
+	"TestStaleSidecarIsNotServed"
+m_sidecar-stale() {
+	edit encoding.go '&& fi.ModTime().UnixNano() >= modTime' ''
+}
+
+mutant sidecar-reval "a changed sidecar is noticed like a changed file" \
+	"revalidation stats the file but not its sidecars" \
+	"TestSidecarsAreCachedWithinTheBudgetAndRevalidated"
+m_sidecar-reval() {
+	edit static.go '&&
+		h.statSidecars(e.name, e.version.modTime) == e.sidecars' ''
+}
+
+mutant nosniff "every response says X-Content-Type-Options: nosniff" \
+	"the header is set on file responses only" \
+	"TestEveryResponseSaysNosniff"
+m_nosniff() {
+	edit static.go 'w.Header()["X-Content-Type-Options"] = hdrNosniff' ''
+	edit static.go 'hdr["Content-Type"] = e.contentType' 'hdr["Content-Type"] = e.contentType; hdr["X-Content-Type-Options"] = hdrNosniff'
+}
+
+mutant fallback-asset "a missing asset stays 404 under -fallback" \
+	"the fallback answers every missing path" \
+	"TestFallbackServesTheAppForMissingRoutesOnly"
+m_fallback-asset() {
+	edit pages.go 'if h.fallback == "" || path.Ext(strings.TrimSuffix(key, "/")) != "" {' 'if h.fallback == "" {'
+}
+
+# ------------------------------------------------------------- helpers
+# edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
+# FILE with TO, literally; any other count clears $applied, which fails
+# the mutant (a function's status would hide all but its last edit).
+edit() {
+	local n
+	n=$(perl -e '
+		my ($file, $from, $to) = @ARGV;
+		open(my $in, "<", $file) or do { print "no file"; exit };
+		local $/; my $s = <$in>; close $in;
+		my $n = () = $s =~ /\Q$from\E/g;
+		if ($n != 1) { print "$n matches"; exit }
+		substr($s, index($s, $from), length $from) = $to;
+		open(my $out, ">", $file) or die "$file: $!\n";
+		print $out $s; close $out or die "$file: $!\n";
+		print "ok";
+	' "$mdir/$1" "$2" "$3")
+	if [ "$n" != ok ]; then
+		echo "      $1: snippet ${2%%$'\n'*}... : $n, want exactly 1" >&2
+		applied=0
+	fi
+}
+
+# copy_tree DEST: the working tree's tracked and untracked, not ignored
+# files, as they are now.
+copy_tree() {
+	mkdir -p "$1"
+	git -C "$repo" ls-files -z --cached --others --exclude-standard \
+		| while IFS= read -r -d '' f; do if [ -f "$repo/$f" ]; then printf '%s\0' "$f"; fi; done \
+		| (cd "$repo" && tar --null -T - -cf -) | tar -xf - -C "$1"
+}
+
+# run_tests DIR LOG RUNS TESTS...: builds DIR's test binary and runs
+# TESTS in DIR, RUNS times or until one fails; returns 0 if they passed, 1
+# if any failed, 2 if it did not build. The limit is per run.
+run_tests() {
+	local dir=$1 log=$2 runs=$3
+	shift 3
+	local pattern bin="$dir/servery-mutant.test" failfast=""
+	pattern="^($(tr ' ' '|' <<<"$*"))\$"
+	[ "$runs" -gt 1 ] && failfast=-test.failfast
+	if ! (cd "$dir" && go test -c -o "$bin" .) >"$log" 2>&1; then
+		return 2
+	fi
+	(cd "$dir" && timeout -k 10 "$((limit * runs))" "$bin" -test.count="$runs" $failfast -test.v \
+		-test.timeout "$((limit * runs - 10))s" -test.run "$pattern") >>"$log" 2>&1 || return 1
+	return 0
+}
+
+row() { printf '| %s | %s | %s | %s |\n' "$@"; }
+
+# ------------------------------------------------------------- main
+selected=("$@")
+[ ${#selected[@]} -eq 0 ] && selected=("${names[@]}")
+for name in "${selected[@]}"; do
+	if [ -z "${claim_of[$name]+x}" ]; then
+		echo "unknown mutant $name; known: ${names[*]}" >&2
+		exit 2
+	fi
+done
+
+start=$(date +%s)
+pristine="$work/pristine"
+copy_tree "$pristine"
+
+# The baseline: every named test passes unmutated.
+all=$(for name in "${selected[@]}"; do tr ' ' '\n' <<<"${tests_of[$name]}"; done | sort -u | tr '\n' ' ')
+echo "baseline: $(wc -w <<<"$all") tests, unmutated" >&2
+mdir="$work/base"
+cp -a "$pristine" "$mdir"
+base_status=0
+run_tests "$mdir" "$work/base.log" 1 $all || base_status=$?
+reap baseline
+missing=""
+for t in $all; do
+	grep -q -- "^--- PASS: $t (" "$work/base.log" || missing+=" $t"
+done
+if [ "$base_status" -ne 0 ] || [ -n "$missing" ]; then
+	echo "FAIL  the unmutated tests do not all pass (status $base_status;${missing:- none} missing a PASS):" >&2
+	grep -E '^(--- FAIL|FAIL|panic|.*\.go:[0-9]+:)' "$work/base.log" | head -40 | sed 's/^/    | /' >&2
+	exit 1
+fi
+echo "baseline: passed in $(($(date +%s) - start))s" >&2
+rm -rf "$mdir"
+
+failed=0
+results=()
+for name in "${selected[@]}"; do
+	began=$(date +%s)
+	mdir="$work/m-$name"
+	log="$work/$name.log"
+	cp -a "$pristine" "$mdir"
+	applied=1
+	"m_$name"
+	if [ "$applied" -ne 1 ]; then
+		result="mutation did not apply"
+		failed=1
+	else
+		status=0
+		run_tests "$mdir" "$log" "${runs_of[$name]}" ${tests_of[$name]} || status=$?
+		reap "$name"
+		case $status in
+		0)
+			result="NOT CAUGHT"
+			failed=1
+			;;
+		2)
+			result="mutation does not compile"
+			failed=1
+			sed 's/^/    | /' "$log" | head -20 >&2
+			;;
+		*)
+			# the top-level tests that failed (subtests are indented)
+			by=$(sed -n 's/^--- FAIL: \(Test[A-Za-z0-9_]*\) .*/\1/p' "$log" | paste -sd, - | sed 's/,/, /g')
+			if grep -q '^panic: test timed out' "$log"; then
+				result="caught (timed out)"
+			else
+				result="caught by ${by:-exit status $status}"
+			fi
+			if [ "${runs_of[$name]}" -gt 1 ]; then
+				passed=$(grep -c '^--- PASS: Test' "$log" || true)
+				result+=" (run $((passed + 1)) of up to ${runs_of[$name]})"
+			fi
+			;;
+		esac
+	fi
+	rm -rf "$mdir"
+	results+=("$(row "${claim_of[$name]}" "$name: ${mutation_of[$name]}" "${tests_of[$name]// /, }" "$result")")
+	echo "      $name: $result, $(($(date +%s) - began))s" >&2
+done
+
+echo
+row claim mutation "test(s)" result
+row --- --- --- ---
+printf '%s\n' "${results[@]}"
+echo
+echo "total $(($(date +%s) - start))s"
+if [ "$failed" -ne 0 ]; then
+	echo "mutation check FAILED"
+	exit 1
+fi
+echo "mutation check passed: every mutant was caught"
