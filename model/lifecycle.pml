@@ -2,7 +2,7 @@
  * lifecycle.pml -- a Promela model of servery's process lifecycle protocol:
  * one parent (Supervisor) and N worker processes sharing one listener.
  *
- * Source of truth: barrier.go, supervisor.go, drain.go, worker.go, main.go.
+ * Source of truth: barrier.go, supervisor.go, drain.go, worker.go, service.go, command.go.
  * Each step carries a comment naming the Go function that performs it.
  * Checked by model/check.sh (spin; N = 2 and N = 3).
  *
@@ -235,9 +235,7 @@ proctype Parent()
 			:: atomic { run Worker(i, true); nspawned++; i++ }   /* a faulty worker */
 			:: atomic { i = 0; goto rollback }   /* command, pipe or cmd.Start error */
 			fi
-		:: i == N && parent_ln -> i = 0; break
-		:: atomic { i == N -> i = 0; goto rollback }
-		                                  /* setNonblock error (always, once the listener is closed) */
+		:: i == N -> i = 0; break     /* the dup taken before spawning serves them all */
 		od;
 
 		/* barrier: s.sendBy(config) to each worker */
@@ -288,7 +286,10 @@ proctype Parent()
 		atomic { assert(nready == N); start_ok = true; goto monitor };
 
 rollback:
-		/* Start: beginStop(err, 0) -- the stop path with a zero drain budget */
+		/* Start: beginStop(err, drain) -- the stop path, with a zero drain
+		 * budget before commit and DrainTimeout after it (committed workers
+		 * may be answering). Time is ordering here, so both are the same
+		 * choices: the drain deadline may come at any moment. */
 		atomic { failed = true; beginStop() };
 
 monitor:
@@ -351,7 +352,7 @@ proctype Stopper()
 		};
 
 		/* escalate: waitReaped until the drain deadline (at once for a
-		 * rollback's zero budget; a closed s.hurry ends it early); then
+		 * rollback before commit; a closed s.hurry ends it early); then
 		 * SIGTERM at drain deadline */
 		if
 		:: all_ended -> goto escalated
