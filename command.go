@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -47,6 +48,9 @@ func Main(app App) int {
 // run is the parent's main: it returns the exit status. appFlags holds the
 // App's flags.
 func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app App) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// First, so that no SIGHUP from now on ends the process.
+	reloads := watchHangups(log)
 	cfg, err := parseConfig(args, stdout, appFlags, app.Check)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -55,7 +59,6 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		fmt.Fprintf(stderr, "servery: %v\n", err)
 		return exitUsage
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	activated, isActivated, err := activatedListener()
 	if err != nil {
 		fmt.Fprintf(stderr, "servery: socket activation: %v\n", err)
@@ -73,9 +76,9 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	stop, hurry := watchSignals(log)
 	n := newNotifier(log)
 	if cfg.Workers == 1 {
-		return runDirect(cfg, app, ln, stop, hurry, n, log)
+		return runDirect(cfg, app, ln, stop, hurry, reloads, n, log)
 	}
-	return runSupervised(cfg, ln, stop, hurry, n, log)
+	return runSupervised(cfg, ln, stop, hurry, reloads, n, log)
 }
 
 // listen returns the socket systemd passed, if any, or binds -addr. A
@@ -111,16 +114,34 @@ func watchSignals(log *slog.Logger) (stop <-chan struct{}, hurry context.Context
 }
 
 // runDirect serves app in this process until a signal, then drains and
-// runs the App's stop step within what is left of the force deadline.
-func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurry context.Context, n *notifier, log *slog.Logger) int {
-	srv, h, err := startDirect(cfg, app, log)
+// runs the App's stop step within what is left of the force deadline. A
+// reload swaps in a newly built handler (directSwap).
+func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurry context.Context, reloads *reloader, n *notifier, log *slog.Logger) int {
+	h, err := startDirect(context.Background(), cfg, app, 1, log)
 	if err != nil {
 		ln.Close()
 		log.Error("cannot build runtime", "err", err)
 		return exitFailure
 	}
+	apps := &directSwap{}
+	apps.current.Store(&directApp{h: h, generation: 1})
+	srv, err := newServer(cfg.Runtime, apps, log)
+	if err != nil {
+		ln.Close()
+		stopApp(context.Background(), app, h)
+		log.Error("cannot build runtime", "err", err)
+		return exitFailure
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.serve(ln) }()
+	var reloading sync.Mutex // held by a reload, then by the stop
+	reloadCtx, cancelReload := context.WithCancel(context.Background())
+	defer cancelReload()
+	go reloads.run(func() {
+		reloading.Lock()
+		defer reloading.Unlock()
+		reloadDirect(reloadCtx, cfg, app, srv, apps, n, log)
+	}, stop)
 	if cfg.TicketKeys != nil {
 		go rotateDirect(srv, cfg.TicketKeys, stop, log)
 	}
@@ -135,6 +156,9 @@ func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurr
 	}
 	n.notify("STOPPING=1")
 	began := time.Now()
+	cancelReload()
+	reloading.Lock() // a reload in progress gives up, and stops what it built
+	h = apps.current.Load().h
 	err = srv.drain(hurry)
 	st := srv.stats()
 	log.Info("stopped", "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
@@ -167,29 +191,77 @@ func rotateDirect(srv *server, keys *ticketKeys, stop <-chan struct{}, log *slog
 	}
 }
 
-// startDirect runs the App's start step in this process, as worker 0 of 1,
-// within the startup timeout, and builds the server around its handler.
-func startDirect(cfg *config, app App, log *slog.Logger) (*server, http.Handler, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartupTimeout)
+// startDirect runs the App's start step in this process, as worker 0 of 1
+// of generation, within the startup timeout.
+func startDirect(ctx context.Context, cfg *config, app App, generation int, log *slog.Logger) (http.Handler, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
 	defer cancel()
-	h, err := startApp(ctx, app, Worker{Index: 0, Count: 1, Generation: 1, Log: log})
-	if err != nil {
-		return nil, nil, err
+	return startApp(ctx, app, Worker{Index: 0, Count: 1, Generation: generation, Log: log})
+}
+
+// reloadDirect is one direct-mode reload: it reads the TLS identity again
+// and starts the App again, and only if both succeed swaps them in and
+// stops the old App once its requests are done. Otherwise the old handler
+// and certificate keep serving, untouched. ctx ends when a stop begins.
+func reloadDirect(ctx context.Context, cfg *config, app App, srv *server, apps *directSwap, n *notifier, log *slog.Logger) {
+	cur := apps.current.Load()
+	gen := cur.generation + 1
+	n.notify("RELOADING=1", monotonicUsec())
+	log.Info("reloading", "generation", gen, "serving", cur.generation)
+	failed := func(err error) {
+		log.Error("reload failed, still serving", "generation", gen, "serving", cur.generation, "err", err)
+		n.notify("READY=1", fmt.Sprintf("STATUS=reload failed, generation %d still serving: %v", cur.generation, err))
 	}
-	srv, err := newServer(cfg.Runtime, h, log)
+	id, err := cfg.reloadTLS()
 	if err != nil {
-		stopApp(ctx, app, h)
-		return nil, nil, err
+		failed(err)
+		return
 	}
-	return srv, h, nil
+	if id != nil {
+		if _, err := id.certificate(); err != nil {
+			failed(fmt.Errorf("-tls-cert: %w", err))
+			return
+		}
+	}
+	h, err := startDirect(ctx, cfg, app, gen, log)
+	if err == nil && ctx.Err() != nil {
+		stopApp(context.Background(), app, h)
+		err = ctx.Err()
+	}
+	if err != nil {
+		failed(err)
+		return
+	}
+	srv.setIdentity(id) // parsed above, so it cannot fail
+	drain, cancel := context.WithTimeout(ctx, cfg.Runtime.DrainTimeout)
+	defer cancel()
+	old, err := apps.swap(drain, &directApp{h: h, generation: gen})
+	log.Info("reloaded", "generation", gen, "retiring", old.generation)
+	n.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving (direct mode)", gen))
+	if err != nil {
+		log.Warn("old handler stopped with requests on it", "generation", old.generation, "err", err)
+	}
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), cfg.ForceTimeout-cfg.Runtime.DrainTimeout)
+	defer cancelStop()
+	if err := stopApp(stopCtx, app, old.h); err != nil {
+		log.Error("app stop failed", "generation", old.generation, "err", err)
+		return
+	}
+	log.Info("generation retired", "generation", old.generation)
 }
 
 // runSupervised runs the service's generation of workers until a signal
 // or a lost worker, then stops it.
-func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, n *notifier, log *slog.Logger) int {
+func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, reloads *reloader, n *notifier, log *slog.Logger) int {
 	svc := newService(cfg.supervisor(), ln, log)
 	svc.notify = n.notify
 	svc.keys = cfg.TicketKeys
+	svc.reloadTLS = cfg.reloadTLS
+	go reloads.run(func() {
+		if err := svc.Reload(context.Background()); errors.Is(err, errNotServing) {
+			log.Warn("reload ignored: not serving yet, or stopping")
+		}
+	}, stop)
 	go func() {
 		<-stop
 		svc.Stop(hurry) // a signal during startup cancels it

@@ -259,6 +259,20 @@ func (cfg *config) makeIdentity(log *slog.Logger) error {
 	return nil
 }
 
+// reloadTLS returns the TLS identity a reload serves: the -tls-cert and
+// -tls-key files read again (a renewed certificate), or the self-signed
+// identity made at start, kept so a pinned fingerprint stays valid.
+func (cfg *config) reloadTLS() (*tlsIdentity, error) {
+	if cfg.TLSCert == "" {
+		return cfg.Runtime.TLS, nil
+	}
+	id, err := loadTLSIdentity(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-cert %s: %w", cfg.TLSCert, err)
+	}
+	return id, nil
+}
+
 // supervisor returns the supervisor's part of the configuration.
 func (cfg *config) supervisor() supervisorConfig {
 	return supervisorConfig{

@@ -1,9 +1,9 @@
 package main
 
 // service.go is the layer above the generation: it owns the listener, runs
-// the generation on it, and tells the service manager what state servery
-// is in. A generation (Supervisor) stays fixed; the Service decides when
-// one starts and when it ends.
+// the sequence of generations on it, and tells the service manager what
+// state servery is in. A generation (Supervisor) stays fixed; the Service
+// decides when one starts and when it ends. Replacing one is reload.go.
 
 import (
 	"context"
@@ -15,9 +15,12 @@ import (
 	"time"
 )
 
-// Service runs servery's generation of workers on one listener.
+// Service runs servery's sequence of worker generations on one listener:
+// the serving one, and during a reload the next one starting or the
+// previous one retiring, never more than two with live processes.
 //
-// The Service owns the listener and closes it once, when the service ends.
+// The Service owns the listener and closes it once, when the service ends;
+// a retiring generation leaves it open for the next.
 // It alone sends service-manager notifications, serialized by its lock,
 // so READY=1 can never follow STOPPING=1: READY=1 is sent inside Start,
 // only if no stop has begun, and every stop sends STOPPING=1 first.
@@ -32,14 +35,24 @@ type Service struct {
 	// newGeneration builds the Supervisor for a generation. Tests swap it
 	// to start test-binary workers.
 	newGeneration func(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Supervisor
+	// reloadTLS returns the TLS identity a reload's generation serves: the
+	// certificate files read again, or the same self-signed identity. nil:
+	// the same identity.
+	reloadTLS func() (*tlsIdentity, error)
 
-	mu          sync.Mutex
-	started     bool
-	stopping    bool // a stop or a lost worker has begun the end
-	generations int
-	serving     *Supervisor        // the ready generation, or nil
-	cancelStart context.CancelFunc // cuts a Start in progress short
-	startDone   chan struct{}      // closed when Start returns
+	reloadMu sync.Mutex // one reload at a time; taken before mu
+
+	mu           sync.Mutex
+	started      bool
+	stopping     bool // a stop or a lost worker has begun the end
+	stopAsked    bool // Stop has begun the end
+	generations  int
+	serving      *Supervisor        // the ready generation, or nil
+	retiring     *Supervisor        // the previous generation while it drains, or nil
+	cancelStart  context.CancelFunc // cuts a Start in progress short
+	startDone    chan struct{}      // closed when Start returns
+	cancelReload context.CancelFunc // cuts a Reload's new generation short
+	reloadDone   chan struct{}      // closed when that Reload returns
 
 	stopOnce   sync.Once
 	finishOnce sync.Once
@@ -137,25 +150,51 @@ func (v *Service) nextGeneration() *Supervisor {
 		cfg.Runtime.TicketKeys = v.keys.current()
 	}
 	gen := v.newGeneration(cfg, v.ln, v.log)
-	gen.onLost = v.lost
+	gen.onLost = func(err error) { v.lost(gen, err) }
 	return gen
 }
 
-// lost is called by the serving generation when a worker is lost: the
-// service ends, with exit status 1 in the front end.
-func (v *Service) lost(err error) {
+// lost is called by a ready generation when one of its workers is lost.
+// A worker lost from the serving generation ends the service, with exit
+// status 1 in the front end, and cuts a reload short; one of a retiring
+// generation is not lost, since that generation is on its way out.
+func (v *Service) lost(gen *Supervisor, err error) {
 	v.mu.Lock()
+	if gen != v.serving {
+		v.mu.Unlock()
+		return
+	}
 	if !v.stopping {
 		v.stopping = true
 		v.notify("STATUS="+err.Error(), "STOPPING=1")
+	}
+	if v.cancelReload != nil {
+		v.cancelReload()
 	}
 	v.mu.Unlock()
 	v.closeListener()
 }
 
-// watch ends the service when gen ends on its own, after a lost worker.
+// watch ends the service when gen ends on its own while it serves, after a
+// lost worker, once a reload in progress and a retiring generation are
+// gone too. A generation that ends because it retired, or because Stop
+// stopped it, ends nothing here.
 func (v *Service) watch(gen *Supervisor) {
-	v.finish(gen.Wait())
+	err := gen.Wait()
+	v.mu.Lock()
+	mine := gen == v.serving && !v.stopAsked
+	reloadDone, old := v.reloadDone, v.retiring
+	v.mu.Unlock()
+	if !mine {
+		return
+	}
+	if reloadDone != nil {
+		<-reloadDone
+	}
+	if old != nil {
+		old.Wait()
+	}
+	v.finish(err)
 }
 
 // Stop ends the service and blocks until every worker is reaped or the
@@ -176,24 +215,38 @@ func (v *Service) stop(ctx context.Context) {
 		v.stopping = true
 		v.notify("STOPPING=1")
 	}
+	v.stopAsked = true
 	cancel, startDone := v.cancelStart, v.startDone
+	cancelReload, reloadDone := v.cancelReload, v.reloadDone
 	v.mu.Unlock()
 	if cancel != nil {
 		cancel()
 		<-startDone
+	}
+	// A reload's new generation rolls back first; then the serving one
+	// stops, and a retiring one finishes its retirement.
+	if cancelReload != nil {
+		cancelReload()
+		<-reloadDone
 	}
 	// Close the parent's copy first: once every worker has closed its own,
 	// the kernel refuses new connections instead of queueing them for a
 	// listener nobody will accept on.
 	v.closeListener()
 	v.mu.Lock()
-	gen := v.serving
+	gen, old := v.serving, v.retiring
 	v.mu.Unlock()
-	if gen == nil {
-		v.finish(nil) // never started, or the start already ended it
-		return
+	var oldErr error
+	var retired sync.WaitGroup
+	if old != nil {
+		retired.Go(func() { oldErr = old.Stop(ctx) })
 	}
-	v.finish(gen.Stop(ctx))
+	var err error
+	if gen != nil {
+		err = gen.Stop(ctx)
+	}
+	retired.Wait()
+	v.finish(errors.Join(err, oldErr))
 }
 
 // Wait blocks until the service has ended, by Stop, a failed Start or a

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -75,6 +76,7 @@ func (n *notifier) notify(states ...string) {
 	if n.addr == nil {
 		return
 	}
+	states = slices.DeleteFunc(states, func(s string) bool { return s == "" })
 	if err := n.send(strings.Join(states, "\n") + "\n"); err != nil {
 		n.log.Warn("sd_notify failed", "socket", n.addr.Name, "err", err)
 	}

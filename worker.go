@@ -47,6 +47,7 @@ const maxHeaderBytes = 16 << 10
 type server struct {
 	cfg      runtimeConfig
 	http     *http.Server
+	cert     atomic.Pointer[tls.Certificate] // what every handshake gets; a direct-mode reload swaps it
 	logFile  io.WriteCloser // the access log, when it is a file
 	accepted atomic.Int64
 	served   atomic.Int64
@@ -67,10 +68,16 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if cfg.TLS != nil {
-		var err error
-		if srv.http.TLSConfig, err = cfg.TLS.serverConfig(); err != nil {
+		tc, err := cfg.TLS.serverConfig()
+		if err != nil {
 			return nil, err
 		}
+		// A certificate behind GetCertificate, not Certificates, so it can
+		// be replaced under live connections without a data race.
+		srv.cert.Store(&tc.Certificates[0])
+		tc.Certificates = nil
+		tc.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return srv.cert.Load(), nil }
+		srv.http.TLSConfig = tc
 		if len(cfg.TicketKeys) > 0 {
 			if err := setTicketKeys(srv.http.TLSConfig, cfg.TicketKeys); err != nil {
 				return nil, err
@@ -81,6 +88,19 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		return nil, err
 	}
 	return srv, nil
+}
+
+// setIdentity replaces the certificate new handshakes get.
+func (srv *server) setIdentity(id *tlsIdentity) error {
+	if srv.http.TLSConfig == nil || id == nil {
+		return nil
+	}
+	cert, err := id.certificate()
+	if err != nil {
+		return err
+	}
+	srv.cert.Store(&cert)
+	return nil
 }
 
 // counting wraps h to count answered requests.
@@ -128,6 +148,9 @@ func workerMain(log *slog.Logger, app App) int {
 	// without this a write to the broken pipe would kill the worker with
 	// SIGPIPE before it finished draining.
 	signal.Ignore(syscall.SIGPIPE)
+	// A reload is the parent's business; a stray SIGHUP must not end a
+	// worker, which Go's default would.
+	signal.Ignore(syscall.SIGHUP)
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	return runWorker(workerIO{

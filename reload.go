@@ -1,0 +1,245 @@
+package main
+
+// reload.go replaces the serving generation without dropping a request:
+// the next generation runs the whole startup barrier on the same listener
+// while the serving one keeps accepting, and only once every new worker is
+// ready does the old one retire, with the usual drain and deadlines. A
+// generation that fails is rolled back and the serving one never hears of
+// it. SIGHUP is the front end, coalesced; Service.Reload is the control API.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// errNotServing is Reload's answer when there is no serving generation to
+// replace: before Start succeeded, or once the service is ending.
+var errNotServing = errors.New("reload: not serving")
+
+// Reload starts the next generation on the listener and blocks until it is
+// ready and the previous one has begun to retire, or until it has been
+// rolled back; the previous generation then drains within the drain and
+// force deadlines, measured from the moment it retires. A reload asked for
+// while an earlier generation is still retiring first waits for it, so at
+// most two generations ever have live processes, and reloads run one at a
+// time.
+//
+// If the new generation fails (a worker that cannot build its runtime, the
+// startup timeout, ctx cancelled, a stop), it is rolled back completely and
+// the serving generation is never signalled or written to; Reload returns
+// the error, naming the worker, and the service keeps serving. The new
+// generation runs the executable as it is now, the TLS identity as
+// reloadTLS gives it, and whatever its App reads at start (the static
+// site's -dir, resolved again); the command line is the parent's, unchanged.
+func (v *Service) Reload(ctx context.Context) error {
+	v.reloadMu.Lock()
+	defer v.reloadMu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	v.mu.Lock()
+	if v.stopping || v.serving == nil {
+		v.mu.Unlock()
+		return errNotServing
+	}
+	v.cancelReload, v.reloadDone = cancel, make(chan struct{})
+	old := v.retiring
+	v.mu.Unlock()
+	defer v.endReload()
+
+	if old != nil {
+		v.log.Info("reload waits for the retiring generation", "retiring", old.cfg.Generation)
+		select {
+		case <-old.done:
+		case <-ctx.Done():
+			return fmt.Errorf("reload: %w", context.Cause(ctx))
+		}
+	}
+	gen, err := v.reloadGeneration()
+	if err != nil {
+		return v.reloadFailed(0, err)
+	}
+	if err := gen.Start(ctx); err != nil {
+		return v.reloadFailed(gen.cfg.Generation, err)
+	}
+	return v.promote(gen)
+}
+
+// reloadGeneration builds the next generation with the TLS identity read
+// again and announces the reload to the service manager.
+func (v *Service) reloadGeneration() (*Supervisor, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.notify("RELOADING=1", monotonicUsec())
+	if v.reloadTLS != nil {
+		id, err := v.reloadTLS()
+		if err != nil {
+			return nil, fmt.Errorf("reload tls: %w", err)
+		}
+		v.cfg.Runtime.TLS = id
+	}
+	gen := v.nextGeneration()
+	v.log.Info("reloading", "generation", gen.cfg.Generation, "serving", v.serving.cfg.Generation)
+	return gen, nil
+}
+
+// reloadFailed logs a failed reload, tells the service manager that the
+// serving generation goes on, and returns err.
+func (v *Service) reloadFailed(generation int, err error) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.log.Error("reload failed, still serving", "generation", generation, "serving", v.serving.cfg.Generation, "err", err)
+	if !v.stopping {
+		v.notify("READY=1", "STATUS=reload failed, generation "+strconv.Itoa(v.serving.cfg.Generation)+" still serving: "+err.Error())
+	}
+	return fmt.Errorf("reload: %w", err)
+}
+
+// promote makes the ready gen the serving generation and retires the one
+// it replaces. If a stop began meanwhile, the stop (waiting for this
+// Reload) stops both.
+func (v *Service) promote(gen *Supervisor) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old := v.serving
+	v.serving, v.retiring = gen, old
+	go v.watch(gen)
+	if v.stopping {
+		return errNotServing
+	}
+	v.log.Info("reloaded", "generation", gen.cfg.Generation, "retiring", old.cfg.Generation, "pids", fmt.Sprint(gen.pids()))
+	v.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving with %d workers", gen.cfg.Generation, v.cfg.Workers))
+	go v.retire(old)
+	return nil
+}
+
+// retire drains and reaps a replaced generation, then forgets it.
+func (v *Service) retire(old *Supervisor) {
+	err := old.Stop(context.Background())
+	v.mu.Lock()
+	if v.retiring == old {
+		v.retiring = nil
+	}
+	v.mu.Unlock()
+	if err != nil {
+		v.log.Error("retired generation ended with error", "generation", old.cfg.Generation, "err", err)
+		return
+	}
+	v.log.Info("generation retired", "generation", old.cfg.Generation)
+}
+
+// endReload clears the reload in progress.
+func (v *Service) endReload() {
+	v.mu.Lock()
+	close(v.reloadDone)
+	v.cancelReload, v.reloadDone = nil, nil
+	v.mu.Unlock()
+}
+
+// reloader is the SIGHUP front end: requests that arrive while a reload
+// runs coalesce into at most one more, which runs when it ends.
+type reloader struct {
+	pending chan struct{} // capacity 1: the one reload asked for meanwhile
+}
+
+func newReloader() *reloader { return &reloader{pending: make(chan struct{}, 1)} }
+
+// request asks for a reload; it never blocks.
+func (r *reloader) request() {
+	select {
+	case r.pending <- struct{}{}:
+	default: // one is pending already: this one coalesces into it
+	}
+}
+
+// run calls reload once per pending request until stop closes.
+func (r *reloader) run(reload func(), stop <-chan struct{}) {
+	for {
+		select {
+		case <-r.pending:
+			reload()
+		case <-stop:
+			return
+		}
+	}
+}
+
+// watchHangups turns SIGHUP into reload requests, so a hangup (a closed
+// terminal, or `systemctl reload`) never ends servery, which is Go's
+// default for it. It returns the reloader they feed.
+func watchHangups(log *slog.Logger) *reloader {
+	r := newReloader()
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	go func() {
+		for range hups {
+			log.Info("reload requested", "signal", "hangup")
+			r.request()
+		}
+	}()
+	return r
+}
+
+// directSwap is the direct mode's reload: one process has no second
+// generation to start, so it builds the App's handler again in-process,
+// with the TLS identity read again, and swaps them in only if both build;
+// otherwise the old ones stay. The listener, the http.Server and its
+// connections stay too, so nothing is refused or reset; every request is
+// answered whole by the handler that was current when it began, and the
+// old App is stopped once its last request has finished, within the drain
+// timeout. directSwap is the server's handler.
+type directSwap struct {
+	current atomic.Pointer[directApp]
+}
+
+// directApp is one build of the direct mode's handler and the number of
+// requests on it.
+type directApp struct {
+	h          http.Handler
+	generation int
+	inflight   atomic.Int64
+}
+
+func (d *directSwap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := d.acquire()
+	defer a.inflight.Add(-1)
+	a.h.ServeHTTP(w, r)
+}
+
+// acquire returns the current app with the request counted on it. The
+// count is taken before the second look, so once swap has replaced an app,
+// no request can begin on it unseen.
+func (d *directSwap) acquire() *directApp {
+	for {
+		a := d.current.Load()
+		a.inflight.Add(1)
+		if d.current.Load() == a {
+			return a
+		}
+		a.inflight.Add(-1)
+	}
+}
+
+// swap makes next current and blocks until no request is left on the app
+// it replaced, or ctx ends; it returns that app, to be stopped.
+func (d *directSwap) swap(ctx context.Context, next *directApp) (*directApp, error) {
+	old := d.current.Swap(next)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for old.inflight.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return old, fmt.Errorf("requests still on generation %d: %w", old.generation, ctx.Err())
+		}
+	}
+	return old, nil
+}
