@@ -183,7 +183,7 @@ func rotateDirect(srv *server, keys *ticketKeys, stop <-chan struct{}, log *slog
 				log.Error("ticket key rotation", "err", err)
 				continue
 			}
-			setTicketKeys(srv.http.TLSConfig, keys.current())
+			setTicketKeys(srv.tls, keys.current())
 			log.Info("ticket keys rotated")
 		case <-stop:
 			return

@@ -24,9 +24,27 @@ var errDrainCut = errors.New("drain cut short")
 // at once; idle connections close; active ones get until the drain timeout
 // to finish, or until hurry is cancelled (a second signal, or SIGTERM in a
 // worker). Whatever is still open then is closed.
+//
+// Connections already accepted but whose first request is not read yet
+// are let in first, for at most freshGrace: net/http's Shutdown drops,
+// unanswered, a request it reads after Shutdown began, on the assumption
+// that a client retries on another connection. A client on a brand-new
+// connection does not (Go's Transport retries only reused ones), and with
+// a listener that another generation keeps serving during a reload, that
+// client did nothing wrong. A connection that sends nothing for that long
+// is an idle preconnect or a slow client, and is closed as idle.
 func (srv *server) drain(hurry context.Context) error {
 	ctx, cancel := context.WithTimeout(hurry, srv.cfg.DrainTimeout)
 	defer cancel()
+	srv.draining.Store(true)
+	if ln := srv.ln.Load(); ln != nil {
+		(*ln).Close()
+		select {
+		case <-srv.serving: // no connection is accepted after this
+		case <-ctx.Done():
+		}
+	}
+	srv.awaitFresh(ctx)
 	err := srv.http.Shutdown(ctx)
 	if err == nil {
 		return srv.close()
@@ -34,6 +52,26 @@ func (srv *server) drain(hurry context.Context) error {
 	srv.http.Close()
 	srv.close()
 	return fmt.Errorf("%w: %w", errDrainCut, err)
+}
+
+// freshGrace is how long a drain lets accepted connections send their
+// first request: far more than a round trip, far less than a drain.
+const freshGrace = time.Second
+
+// awaitFresh blocks until every accepted connection has had its first
+// request read or has closed, freshGrace passes, or ctx ends.
+func (srv *server) awaitFresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, freshGrace)
+	defer cancel()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for srv.fresh.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // escalate is the parent's stop: it blocks until every worker is reaped or

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"sync"
 	"syscall"
@@ -24,6 +26,9 @@ type serviceHarness struct {
 
 	mu   sync.Mutex
 	gens []*Supervisor
+	// later holds the faults of generations after the first, by
+	// generation and then worker index.
+	later map[int]map[int]string
 }
 
 func newServiceHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*supervisorConfig)) *serviceHarness {
@@ -34,6 +39,14 @@ func newServiceHarness(t *testing.T, workers int, faults map[int]string, edit ..
 		sup := newSupervisor(cfg, ln, log)
 		sup.seam.command = h.sup.seam.command
 		h.mu.Lock()
+		if faults := h.later[cfg.Generation]; faults != nil {
+			sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
+				cmd := exec.Command(os.Args[0], args...)
+				cmd.Env = append(os.Environ(), faultEnv+"="+faults[i], pidFileEnv+"="+h.pidFile)
+				cmd.Stderr = h.logs
+				return cmd, nil
+			}
+		}
 		h.gens = append(h.gens, sup)
 		h.mu.Unlock()
 		return sup

@@ -47,22 +47,28 @@ const maxHeaderBytes = 16 << 10
 type server struct {
 	cfg      runtimeConfig
 	http     *http.Server
+	tls      *tls.Config                     // nil without TLS; not http.TLSConfig, which Serve may set
 	cert     atomic.Pointer[tls.Certificate] // what every handshake gets; a direct-mode reload swaps it
-	logFile  io.WriteCloser // the access log, when it is a file
+	logFile  io.WriteCloser                  // the access log, when it is a file
 	accepted atomic.Int64
 	served   atomic.Int64
+	fresh    atomic.Int64                 // connections whose first request is not read yet
+	ln       atomic.Pointer[net.Listener] // what serve accepts on, for drain to close
+	draining atomic.Bool                  // drain closed ln: serve's end is not an error
+	serving  chan struct{}                // closed when serve returns
 }
 
 // newServer builds a runtime for cfg that serves h. It opens the access
 // log and parses the TLS identity, so every error a worker can have before
 // serving shows up here, before it reports prepared.
 func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, error) {
-	srv := &server{cfg: cfg}
+	srv := &server{cfg: cfg, serving: make(chan struct{})}
 	srv.http = &http.Server{
 		Handler:           streamDeadlines(srv.counting(h), cfg.WriteTimeout),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         srv.trackFresh,
 		// Accept errors, handler panics, handshake failures: an operator
 		// must see them.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -77,9 +83,9 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		srv.cert.Store(&tc.Certificates[0])
 		tc.Certificates = nil
 		tc.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return srv.cert.Load(), nil }
-		srv.http.TLSConfig = tc
+		srv.http.TLSConfig, srv.tls = tc, tc
 		if len(cfg.TicketKeys) > 0 {
-			if err := setTicketKeys(srv.http.TLSConfig, cfg.TicketKeys); err != nil {
+			if err := setTicketKeys(srv.tls, cfg.TicketKeys); err != nil {
 				return nil, err
 			}
 		}
@@ -92,7 +98,7 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 
 // setIdentity replaces the certificate new handshakes get.
 func (srv *server) setIdentity(id *tlsIdentity) error {
-	if srv.http.TLSConfig == nil || id == nil {
+	if srv.tls == nil || id == nil {
 		return nil
 	}
 	cert, err := id.certificate()
@@ -114,17 +120,42 @@ func (srv *server) counting(h http.Handler) http.Handler {
 // serve accepts on ln until the server is shut down. It blocks, and
 // returns nil after a drain.
 func (srv *server) serve(ln net.Listener) error {
+	defer close(srv.serving)
 	ln = newLimitListener(ln, srv.cfg.MaxConns, srv.cfg.AcceptPace, srv.cfg.WriteTimeout, &srv.accepted)
-	if srv.http.TLSConfig != nil {
+	if srv.tls != nil {
 		// Our own TLS listener rather than ServeTLS, which serves a clone
 		// of the config: rotated ticket keys must reach the one in use.
-		ln = tls.NewListener(ln, srv.http.TLSConfig)
+		ln = tls.NewListener(ln, srv.tls)
 	}
+	srv.ln.Store(&ln)
 	err := srv.http.Serve(ln)
-	if errors.Is(err, http.ErrServerClosed) {
+	if errors.Is(err, http.ErrServerClosed) || srv.draining.Load() {
 		return nil
 	}
 	return fmt.Errorf("serve: %w", err)
+}
+
+// trackFresh counts the connections that have not had their first request
+// read. net/http drops a request it reads once Shutdown has begun, without
+// an answer; drain waits for these connections first (see drain.go).
+func (srv *server) trackFresh(c net.Conn, state http.ConnState) {
+	if state == http.StateNew {
+		srv.fresh.Add(1)
+		return
+	}
+	if lc := asLimitConn(c); lc != nil && !lc.seen.Load() && lc.seen.CompareAndSwap(false, true) {
+		srv.fresh.Add(-1)
+	}
+}
+
+// asLimitConn returns the limitConn under c, which serve's listener
+// wraps every connection in, or nil.
+func asLimitConn(c net.Conn) *limitConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, _ := c.(*limitConn)
+	return lc
 }
 
 // stats returns the counters so far.
@@ -364,8 +395,8 @@ func drainSignal(msgs <-chan message, srv *server, log *slog.Logger) <-chan stru
 	eof := make(chan struct{})
 	go func() {
 		for m := range msgs {
-			if m.Type == msgTicketKeys && srv.http.TLSConfig != nil {
-				if err := setTicketKeys(srv.http.TLSConfig, m.Keys); err != nil {
+			if m.Type == msgTicketKeys && srv.tls != nil {
+				if err := setTicketKeys(srv.tls, m.Keys); err != nil {
 					log.Warn("ticket keys", "err", err)
 				}
 				continue
