@@ -145,7 +145,7 @@ func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurr
 	if cfg.TicketKeys != nil {
 		go rotateDirect(srv, cfg.TicketKeys, stop, log)
 	}
-	log.Info("serving", "url", cfg.url(ln), "workers", 1,
+	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", 1,
 		"ready_in", time.Since(processStart).Round(100*time.Microsecond))
 	n.notify("READY=1", "STATUS=serving with 1 worker (direct mode)")
 	select {
@@ -158,10 +158,11 @@ func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurr
 	began := time.Now()
 	cancelReload()
 	reloading.Lock() // a reload in progress gives up, and stops what it built
-	h = apps.current.Load().h
+	last := apps.current.Load()
+	h = last.h
 	err = srv.drain(hurry)
 	st := srv.stats()
-	log.Info("stopped", "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
+	log.Info("stopped", "generation", last.generation, "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
 	stopCtx, cancel := context.WithDeadline(hurry, began.Add(cfg.ForceTimeout))
 	defer cancel()
 	if err := stopApp(stopCtx, app, h); err != nil {
@@ -275,7 +276,7 @@ func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry con
 		log.Error("not started", "err", err)
 		return exitFailure
 	}
-	log.Info("serving", "url", cfg.url(ln), "workers", cfg.Workers,
+	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", cfg.Workers,
 		"pids", fmt.Sprint(svc.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
 	if err := svc.Wait(); err != nil {
 		log.Error("stopped with error", "err", err)

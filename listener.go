@@ -260,12 +260,15 @@ func (c *limitConn) Close() error {
 // deadline is what bounds that: net/http's HTTP/2 server resets the stream
 // when it passes, which unblocks the handler.
 //
-// Unlike a socket deadline, a stream deadline fires whether or not a write
-// is waiting, so it is set only around each write and flush, and once more
-// when the handler returns with bytes still buffered, for the flush net/http
-// does then. A handler that pauses between writes (a server-sent event
-// stream) is never cut for the pause. HTTP/1 requests pass straight
-// through, allocation-free.
+// The deadline is armed before each chunk of at most writeChunk bytes,
+// with limitConn's half-used rule, and it also covers the flush net/http
+// does when the handler returns. Each arming is a message to the
+// connection's serve goroutine, so the rule matters: one per response for
+// most files. A stream deadline fires whether or not a write is waiting,
+// so Flush clears it: a handler that pauses between writes (a server-sent
+// event stream) flushes before it pauses, as it must anyway for the client
+// to see the data, and is never cut for the pause. HTTP/1 requests pass
+// straight through, allocation-free.
 func streamDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 	if timeout <= 0 {
 		return h
@@ -276,11 +279,7 @@ func streamDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		sw := &streamWriter{ResponseWriter: w, dl: dl, timeout: timeout}
-		h.ServeHTTP(sw, r)
-		if sw.buffered {
-			sw.arm()
-		}
+		h.ServeHTTP(&streamWriter{ResponseWriter: w, dl: dl, timeout: timeout}, r)
 	})
 }
 
@@ -289,16 +288,15 @@ func streamDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // streamWriter arms its stream's write deadline for each chunk of at most
-// writeChunk bytes, and clears it between writes.
+// writeChunk bytes.
 type streamWriter struct {
 	http.ResponseWriter
 	dl       writeDeadliner
 	timeout  time.Duration
-	buffered bool // written since the last flush
+	deadline time.Time // armed last; zero: none
 }
 
 func (s *streamWriter) Write(b []byte) (int, error) {
-	defer s.clear()
 	var total int
 	for {
 		if err := s.arm(); err != nil {
@@ -307,7 +305,6 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 		chunk := b[:min(len(b), writeChunk)]
 		n, err := s.ResponseWriter.Write(chunk)
 		total += n
-		s.buffered = true
 		b = b[n:]
 		if err != nil || len(b) == 0 {
 			return total, err
@@ -315,8 +312,9 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 	}
 }
 
-// Flush keeps http.Flusher, which the HTTP/2 writer has, visible, and
-// bounds it: a flush waits on flow control as a write does.
+// Flush keeps http.Flusher, which the HTTP/2 writer has, visible; it is
+// bounded like a write, since it waits on flow control too, and clears the
+// deadline after.
 func (s *streamWriter) Flush() {
 	f, ok := s.ResponseWriter.(http.Flusher)
 	if !ok {
@@ -324,13 +322,19 @@ func (s *streamWriter) Flush() {
 	}
 	s.arm()
 	f.Flush()
-	s.clear()
-	s.buffered = false
+	s.deadline = time.Time{}
+	s.dl.SetWriteDeadline(s.deadline)
 }
 
-func (s *streamWriter) arm() error { return s.dl.SetWriteDeadline(time.Now().Add(s.timeout)) }
-
-func (s *streamWriter) clear() { s.dl.SetWriteDeadline(time.Time{}) }
+// arm moves the deadline timeout ahead once less than half of it is left.
+func (s *streamWriter) arm() error {
+	now := time.Now()
+	if !s.deadline.IsZero() && s.deadline.Sub(now) > s.timeout/2 {
+		return nil
+	}
+	s.deadline = now.Add(s.timeout)
+	return s.dl.SetWriteDeadline(s.deadline)
+}
 
 // Unwrap lets http.ResponseController reach the stream underneath.
 func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -83,6 +84,7 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		srv.cert.Store(&tc.Certificates[0])
 		tc.Certificates = nil
 		tc.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return srv.cert.Load(), nil }
+		tc.GetConfigForClient = srv.helloFresh
 		srv.http.TLSConfig, srv.tls = tc, tc
 		if len(cfg.TicketKeys) > 0 {
 			if err := setTicketKeys(srv.tls, cfg.TicketKeys); err != nil {
@@ -146,6 +148,20 @@ func (srv *server) trackFresh(c net.Conn, state http.ConnState) {
 	if lc := asLimitConn(c); lc != nil && !lc.seen.Load() && lc.seen.CompareAndSwap(false, true) {
 		srv.fresh.Add(-1)
 	}
+}
+
+// helloFresh takes a TLS connection off the fresh count when it will speak
+// HTTP/2 (the client offers h2, which the server prefers): net/http reports
+// no state of an HTTP/2 connection until it closes, and HTTP/2's own
+// graceful shutdown (GOAWAY, then refused streams, which clients retry)
+// already loses nothing. It returns no config, so the server's is used.
+func (srv *server) helloFresh(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	if slices.Contains(hello.SupportedProtos, "h2") {
+		if lc := asLimitConn(hello.Conn); lc != nil && lc.seen.CompareAndSwap(false, true) {
+			srv.fresh.Add(-1)
+		}
+	}
+	return nil, nil
 }
 
 // asLimitConn returns the limitConn under c, which serve's listener

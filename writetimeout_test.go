@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -255,4 +256,41 @@ func getHeaderBlock(path, authority string) []byte {
 	b := []byte{0x82, 0x87} // :method GET, :scheme https
 	b = append(append(b, 0x04, byte(len(path))), path...)
 	return append(append(b, 0x01, byte(len(authority))), authority...)
+}
+
+func TestHTTP2StreamThatPausesAfterAFlushIsNotCut(t *testing.T) {
+	id, err := selfSignedIdentity("127.0.0.1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 200 * time.Millisecond
+	events := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 3 {
+			fmt.Fprintf(w, "event %d\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(2 * timeout) // longer than the write timeout, between writes
+		}
+	})
+	srv, err := newServer(runtimeConfig{WriteTimeout: timeout, IdleTimeout: 5 * time.Second, DrainTimeout: time.Second, TLS: id}, events, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.serve(ln)
+	t.Cleanup(func() { srv.drain(context.Background()) })
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true,
+	}}
+	resp, err := client.Get("https://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.ProtoMajor != 2 || err != nil || string(body) != "event 0\nevent 1\nevent 2\n" {
+		t.Errorf("HTTP/%d stream pausing %v after each flush: %q, %v; want all three events", resp.ProtoMajor, 2*timeout, body, err)
+	}
 }

@@ -253,6 +253,40 @@ m_fallback-asset() {
 	edit pages.go 'if h.fallback == "" || path.Ext(strings.TrimSuffix(key, "/")) != "" {' 'if h.fallback == "" {'
 }
 
+mutant reload-early "the serving generation retires only once every new worker is ready" \
+	"Reload retires the serving generation before the new one starts" \
+	"TestFailedReloadChangesNothing"
+m_reload-early() {
+	edit reload.go '	if err := gen.Start(ctx); err != nil {
+		return v.reloadFailed(gen.cfg.Generation, err)
+	}' '	v.mu.Lock(); early := v.serving; v.mu.Unlock(); go early.Stop(context.Background())
+	if err := gen.Start(ctx); err != nil {
+		return v.reloadFailed(gen.cfg.Generation, err)
+	}'
+}
+
+mutant reload-coalesce "SIGHUPs during a reload coalesce into one more" \
+	"every request queues its own reload" \
+	"TestReloadRequestsCoalesceIntoOneMore"
+m_reload-coalesce() {
+	edit reload.go 'return &reloader{pending: make(chan struct{}, 1)}' 'return &reloader{pending: make(chan struct{}, 16)}'
+}
+
+mutant reload-stop "a stop during a reload leaves nothing behind" \
+	"the stop does not cut the reload's new generation short" \
+	"TestStopDuringReloadLeavesNothing"
+m_reload-stop() {
+	edit service.go '		cancelReload()
+		<-reloadDone' '		_, _ = cancelReload, reloadDone'
+}
+
+mutant reload-drain "a retiring worker answers every connection it accepted" \
+	"drain shuts down without waiting for accepted connections' first request" \
+	"TestReloadUnderLoadDropsNothing" 5
+m_reload-drain() {
+	edit drain.go '	srv.awaitFresh(ctx)' ''
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
