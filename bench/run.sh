@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/run.sh: servery benchmark suite, end to end, in one command.
 #
-#   bash bench/run.sh            full run (about 5-10 minutes on 2 cores)
+#   bash bench/run.sh            full run (about 12-18 minutes on 2 cores)
 #   QUICK=1 bash bench/run.sh    smoke test (DUR=2s, TRIALS=1, 3 startup trials)
+#   SECTIONS=https bash bench/run.sh   only some sections (throughput,balance,startup,memory,https)
 #
 # Prints a Markdown report on stdout and saves it to bench/out/report.md;
 # raw wrk outputs and server logs go to bench/out/raw/. Progress goes to
@@ -38,7 +39,10 @@ SERVER_CPU=${SERVER_CPU:-0}  # one-core rows: server here ...
 WRK_CPU=${WRK_CPU:-1}        # ... and wrk here
 PAIR_CPUS=${PAIR_CPUS:-0-1}  # two-core rows: server and wrk both here
 STOP_WAIT=${STOP_WAIT:-20}   # seconds a server gets to exit after SIGTERM
-SECTIONS=${SECTIONS:-throughput,balance,startup,memory} # a subset runs only those
+SECTIONS=${SECTIONS:-throughput,balance,startup,memory,https} # a subset runs only those
+HTTPS_WORKERS=${HTTPS_WORKERS:-2} # https section: servery -workers N next to direct mode
+H2_CONNS=${H2_CONNS:-$CONNS}      # https section: h2load -c
+H2_STREAMS=${H2_STREAMS:-10}      # https section: h2load -m (concurrent streams per connection)
 # The box may be shared (other people's builds and tests). Before each
 # measurement wait up to QUIET_WAIT s (QUIET_BUDGET s in all) for other work
 # to use at most QUIET_PCT % of all CPUs, and rerun a throughput measurement
@@ -177,7 +181,7 @@ problem() {
 START_EPOCH=$(date +%s)
 T=$(mktemp -d /tmp/servery-bench.XXXXXX)
 chmod 755 "$T" # nginx workers may run as nobody and must reach the site
-mkdir -p "$T/bin" "$T/logs" "$T/run" "$T/nginx/tmp" "$T/site" "$T/src/baseline" "$T/src/benchtool"
+mkdir -p "$T/bin" "$T/logs" "$T/run" "$T/nginx/tmp" "$T/site" "$T/src/baseline" "$T/src/benchtool" "$T/tls" "$T/caddy"
 : >"$T/pids"
 : >"$T/problems"
 R=$T/report.md
@@ -185,12 +189,23 @@ R=$T/report.md
 for tool in go curl taskset setsid pgrep awk; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
-if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
-	say "installing wrk and nginx-light (apt-get)"
-	{ apt-get update && apt-get install -y wrk nginx-light; } >"$T/logs/apt.log" 2>&1 ||
-		die "apt-get install wrk nginx-light failed; see output above: $(tail -5 "$T/logs/apt.log")"
+APT_PKGS=()
+command -v wrk >/dev/null || APT_PKGS+=(wrk)
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || APT_PKGS+=(nginx-light)
+if want https; then
+	command -v openssl >/dev/null || APT_PKGS+=(openssl)
+	command -v h2load >/dev/null || APT_PKGS+=(nghttp2-client)
+	command -v caddy >/dev/null || APT_PKGS+=(caddy)
+fi
+if ((${#APT_PKGS[@]})); then
+	say "installing ${APT_PKGS[*]} (apt-get)"
+	{ apt-get update && apt-get install -y "${APT_PKGS[@]}"; } >"$T/logs/apt.log" 2>&1 ||
+		die "apt-get install ${APT_PKGS[*]} failed: $(tail -5 "$T/logs/apt.log")"
 fi
 command -v wrk >/dev/null || die "wrk missing after install"
+if want https; then
+	for tool in openssl h2load caddy; do command -v "$tool" >/dev/null || die "$tool missing after install"; done
+fi
 NGINX=$(command -v nginx || true)
 [[ -x $NGINX ]] || NGINX=/usr/sbin/nginx
 [[ -x $NGINX ]] || die "nginx missing after install"
@@ -212,37 +227,69 @@ BIN_HASH=$(sha256sum "$T/bin/servery" | cut -c1-12)
 #     no timeouts and a handler that only writes a precomputed reply (FILE's
 #     bytes, read once) with the headers servery sends for it, set by direct
 #     map assignment of precomputed []string values.
+#   baseline baretls ADDR CERT KEY FILE...: the same handler for every FILE
+#     (at /BASENAME) over TLS with the given pair: the net/http HTTPS and
+#     HTTP/2 ceiling. Its tls.Config is servery's (TLS 1.2 minimum, ALPN h2
+#     then http/1.1), served as servery serves it (tls.NewListener, Serve),
+#     and the http.Server keeps net/http's HTTP/2 defaults.
 cat >"$T/src/baseline/main.go" <<'EOF'
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 )
 
 func main() {
-	if len(os.Args) != 4 {
-		log.Fatal("usage: baseline fileserver ADDR DIR | baseline bare ADDR FILE")
+	usage := "usage: baseline fileserver ADDR DIR | baseline bare ADDR FILE | baseline baretls ADDR CERT KEY FILE..."
+	if len(os.Args) < 4 {
+		log.Fatal(usage)
 	}
 	var handler http.Handler
+	var tlsConfig *tls.Config
 	switch os.Args[1] {
 	case "fileserver":
 		handler = http.FileServer(http.Dir(os.Args[3]))
 	case "bare":
 		handler = bare(os.Args[3])
+	case "baretls":
+		if len(os.Args) < 6 {
+			log.Fatal(usage)
+		}
+		cert, err := tls.LoadX509KeyPair(os.Args[3], os.Args[4])
+		if err != nil {
+			log.Fatal(err)
+		}
+		tlsConfig = &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"h2", "http/1.1"},
+		}
+		handler = bare(os.Args[5:]...)
 	default:
 		log.Fatalf("unknown baseline %q", os.Args[1])
 	}
-	srv := &http.Server{Addr: os.Args[2], Handler: handler}
+	srv := &http.Server{Addr: os.Args[2], Handler: handler, TLSConfig: tlsConfig}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	if tlsConfig == nil {
+		go func() { errc <- srv.ListenAndServe() }()
+	} else {
+		ln, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		go func() { errc <- srv.Serve(tls.NewListener(ln, tlsConfig)) }()
+	}
 	select {
 	case err := <-errc:
 		log.Fatal(err)
@@ -253,34 +300,47 @@ func main() {
 	}
 }
 
-// bare answers GET /1k.html with file's bytes and servery's headers.
-func bare(file string) http.Handler {
-	body, err := os.ReadFile(file)
-	if err != nil {
-		log.Fatal(err)
+// bare answers GET /BASENAME of each file with its bytes and servery's
+// headers, all precomputed.
+func bare(files ...string) http.Handler {
+	type reply struct {
+		body                []byte
+		contentLength, etag []string
+	}
+	replies := map[string]*reply{}
+	for _, file := range files {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			log.Fatal(err)
+		}
+		name := filepath.Base(file)
+		replies["/"+name] = &reply{
+			body:          body,
+			contentLength: []string{strconv.Itoa(len(body))},
+			etag:          []string{`"servery-bench-` + name + `"`},
+		}
 	}
 	var (
-		acceptRanges  = []string{"bytes"}
-		contentLength = []string{strconv.Itoa(len(body))}
-		contentType   = []string{"text/html; charset=utf-8"}
-		etag          = []string{`"servery-bench-1k"`}
-		lastModified  = []string{"Mon, 01 Jan 2024 00:00:00 GMT"}
-		vary          = []string{"Accept-Encoding"}
+		acceptRanges = []string{"bytes"}
+		contentType  = []string{"text/html; charset=utf-8"}
+		lastModified = []string{"Mon, 01 Jan 2024 00:00:00 GMT"}
+		vary         = []string{"Accept-Encoding"}
 	)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/1k.html" {
+		rp := replies[r.URL.Path]
+		if rp == nil {
 			http.NotFound(w, r)
 			return
 		}
 		h := w.Header()
 		h["Accept-Ranges"] = acceptRanges
-		h["Content-Length"] = contentLength
+		h["Content-Length"] = rp.contentLength
 		h["Content-Type"] = contentType
-		h["Etag"] = etag
+		h["Etag"] = rp.etag
 		h["Last-Modified"] = lastModified
 		h["Vary"] = vary
 		w.WriteHeader(http.StatusOK)
-		w.Write(body)
+		w.Write(rp.body)
 	})
 }
 EOF
@@ -289,7 +349,8 @@ printf 'module baseline\n\ngo 1.22\n' >"$T/src/baseline/go.mod"
 # benchtool: gensite (the fixed 1 KiB file) and firstanswer (startup/stop timing).
 cat >"$T/src/benchtool/main.go" <<'EOF'
 // benchtool gensite DIR
-//   writes DIR/1k.html: 1024 fixed pseudo-random printable bytes.
+//   writes DIR/1k.html and DIR/64k.html: 1024 and 65536 fixed pseudo-random
+//   printable bytes.
 // benchtool firstanswer -url URL -len N -log FILE [-idle D] [-timeout D] [-poll D] -- CMD ARGS...
 //   execs CMD (stdout+stderr to FILE), GETs URL every -poll until a 200 with
 //   a body of N bytes, idles -idle, sends SIGTERM and waits for CMD to exit.
@@ -333,16 +394,21 @@ func fail(msg string) {
 }
 
 func gensite(dir string) {
+	genfile(dir, "1k", 1024, 42)
+	genfile(dir, "64k", 64<<10, 43)
+}
+
+func genfile(dir, name string, size int, seed uint64) {
 	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n"
-	head := "<!doctype html><title>servery bench 1k</title><pre>\n"
+	head := "<!doctype html><title>servery bench " + name + "</title><pre>\n"
 	tail := "\n</pre>\n"
-	r := rand.New(rand.NewPCG(20240101, 42))
+	r := rand.New(rand.NewPCG(20240101, seed))
 	b := []byte(head)
-	for len(b) < 1024-len(tail) {
+	for len(b) < size-len(tail) {
 		b = append(b, alphabet[r.IntN(len(alphabet))])
 	}
 	b = append(b, tail...)
-	if err := os.WriteFile(filepath.Join(dir, "1k.html"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".html"), b, 0o644); err != nil {
 		fail(err.Error())
 	}
 }
@@ -456,10 +522,36 @@ done
 chmod 755 "$T/site"
 SITE=$T/site
 [[ $(stat -c %s "$SITE/1k.html") == 1024 ]] || die "1k.html is not 1024 bytes"
+[[ $(stat -c %s "$SITE/64k.html") == 65536 ]] || die "64k.html is not 65536 bytes"
 
-# nginx config: one file per (workers, port).
-nginx_conf() { # WORKERS PORT -> prints the config path
-	local w=$1 port=$2 conf=$T/nginx/nginx-w$1-p$2.conf
+# One self-signed ECDSA P-256 certificate for 127.0.0.1, given to every TLS
+# server (servery -tls-cert/-tls-key, nginx, caddy, bare net/http TLS).
+CERT=$T/tls/cert.pem
+KEY=$T/tls/key.pem
+if want https; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+		-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout "$KEY" -out "$CERT" >"$T/logs/openssl.log" 2>&1 ||
+		die "openssl req failed: $(cat "$T/logs/openssl.log")"
+fi
+
+# nginx config: one file per (workers, port). With a third argument "tls":
+# HTTPS with HTTP/2 and our certificate ("http2 on;" from nginx 1.25.1, the
+# listen parameter before).
+NGINX_VER=$("$NGINX" -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p')
+nginx_conf() { # WORKERS PORT [tls] -> prints the config path
+	local w=$1 port=$2 tls=${3:-} conf=$T/nginx/nginx-w$1-p$2${3:+-$3}.conf listen
+	listen="listen 127.0.0.1:$port;"
+	if [[ $tls == tls ]]; then
+		if printf '%s\n' 1.25.1 "$NGINX_VER" | sort -V -C; then
+			listen="listen 127.0.0.1:$port ssl; http2 on;"
+		else
+			listen="listen 127.0.0.1:$port ssl http2;"
+		fi
+		listen="$listen
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_certificate $CERT;
+        ssl_certificate_key $KEY;"
+	fi
 	cat >"$conf" <<EOF
 # servery bench baseline (generated)
 worker_processes $w;
@@ -484,7 +576,7 @@ http {
     uwsgi_temp_path $T/nginx/tmp/uwsgi;
     scgi_temp_path $T/nginx/tmp/scgi;
     server {
-        listen 127.0.0.1:$port;
+        $listen
         root $SITE;
     }
 }
@@ -493,6 +585,45 @@ EOF
 }
 "$NGINX" -t -p "$T/nginx/" -e "$T/nginx/error.log" -c "$(nginx_conf 1 "$BASE_PORT")" >"$T/logs/nginx-t.log" 2>&1 ||
 	die "nginx -t failed: $(cat "$T/logs/nginx-t.log")"
+
+# caddy config (Caddyfile), one per port: file_server over HTTPS with our
+# certificate; no admin endpoint, no automatic HTTPS (no certificate
+# management, no HTTP->HTTPS redirect listener), HTTP/1.1 and HTTP/2 only
+# (no HTTP/3 UDP listener), no access log, only errors logged; its state
+# directories (XDG_*, see server_cmd) are in our temp dir.
+caddy_conf() { # PORT -> prints the config path
+	local port=$1 conf=$T/caddy/Caddyfile-p$1
+	cat >"$conf" <<EOF
+# servery bench baseline (generated)
+{
+	admin off
+	auto_https off
+	storage file_system $T/caddy/data
+	servers {
+		protocols h1 h2
+	}
+	log {
+		output stderr
+		level ERROR
+	}
+}
+https://127.0.0.1:$port {
+	bind 127.0.0.1
+	tls $CERT $KEY
+	root * $SITE
+	file_server
+}
+EOF
+	echo "$conf"
+}
+if want https; then
+	"$NGINX" -t -p "$T/nginx/" -e "$T/nginx/error.log" -c "$(nginx_conf 1 "$BASE_PORT" tls)" >"$T/logs/nginx-t-tls.log" 2>&1 ||
+		die "nginx -t (TLS) failed: $(cat "$T/logs/nginx-t-tls.log")"
+	CADDY=$(command -v caddy)
+	CADDY_ENV=(env "HOME=$T/caddy" "XDG_DATA_HOME=$T/caddy/data" "XDG_CONFIG_HOME=$T/caddy/config")
+	"${CADDY_ENV[@]}" "$CADDY" validate --config "$(caddy_conf "$BASE_PORT")" --adapter caddyfile >"$T/logs/caddy-validate.log" 2>&1 ||
+		die "caddy validate failed: $(tail -5 "$T/logs/caddy-validate.log")"
+fi
 
 # ---------------------------------------------------------------- servers
 # server_cmd KIND WORKERS PORT: the argv of one server, one word per line.
@@ -504,6 +635,11 @@ server_cmd() {
 	nethttp-default) printf '%s\n' "$T/bin/baseline" fileserver "127.0.0.1:$port" "$SITE" ;;
 	barehttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/baseline" bare "127.0.0.1:$port" "$SITE/1k.html" ;;
 	nginx) printf '%s\n' "$NGINX" -p "$T/nginx/" -e "$T/nginx/error.log" -c "$(nginx_conf "$w" "$port")" ;;
+	# HTTPS (section 5); every one with the same certificate and key.
+	servery-tls) printf '%s\n' "$T/bin/servery" -workers "$w" -dir "$SITE" -addr "127.0.0.1:$port" -tls-cert "$CERT" -tls-key "$KEY" ;;
+	baretls) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/baseline" baretls "127.0.0.1:$port" "$CERT" "$KEY" "$SITE/1k.html" "$SITE/64k.html" ;;
+	nginx-tls) printf '%s\n' "$NGINX" -p "$T/nginx/" -e "$T/nginx/error.log" -c "$(nginx_conf "$w" "$port" tls)" ;;
+	caddy) printf '%s\n' "${CADDY_ENV[@]}" "GOMAXPROCS=$w" "$CADDY" run --config "$(caddy_conf "$port")" --adapter caddyfile ;;
 	*) die "unknown server kind $kind" ;;
 	esac
 }
@@ -529,14 +665,20 @@ start_server() {
 	SRV_START=$(proc_start "$SRV_PID") || SRV_START=""
 	track "$SRV_PID"
 	[[ $SRV_PID == "$SRV_BG" ]] || track "$SRV_BG"
-	wait_ready "$name" "$port" "$log"
+	case $kind in
+	*-tls | baretls | caddy) wait_ready "$name" "$port" "$log" https ;;
+	*) wait_ready "$name" "$port" "$log" ;;
+	esac
 }
 
-# wait_ready NAME PORT LOG: until GET /1k.html answers 200 with our exact bytes.
+# wait_ready NAME PORT LOG [SCHEME]: until GET /1k.html answers 200 with our
+# exact bytes (https: verified against our certificate).
 wait_ready() {
-	local name=$1 port=$2 log=$3 i code
+	local name=$1 port=$2 log=$3 scheme=${4:-http} i code
+	local -a tlsopt=()
+	[[ $scheme == https ]] && tlsopt=(--cacert "$CERT")
 	for i in $(seq 1500); do
-		code=$(curl -s -o "$T/run/probe" -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/1k.html" 2>/dev/null || true)
+		code=$(curl -s "${tlsopt[@]}" -o "$T/run/probe" -w '%{http_code}' --max-time 2 "$scheme://127.0.0.1:$port/1k.html" 2>/dev/null || true)
 		if [[ $code == 200 ]]; then
 			cmp -s "$T/run/probe" "$SITE/1k.html" || die "$name: /1k.html answered 200 with wrong bytes"
 			return 0
@@ -599,21 +741,54 @@ stop_server() {
 	((STOP_RC == 0)) || problem "$name: exit status $STOP_RC after SIGTERM (expected 0)"
 }
 
-# run_wrk OUT CPUS DUR PORT [THREADS [extra wrk args...]]
+# run_wrk OUT CPUS DUR PORT [THREADS [extra wrk args...]]: GET /1k.html over HTTP
 run_wrk() {
 	local out=$1 cpus=$2 dur=$3 port=$4 threads=${5:-1}
+	shift 5 || shift $#
+	run_wrk_url "$out" "$cpus" "$dur" "http://127.0.0.1:$port/1k.html" "$threads" "$@"
+}
+# run_wrk_url OUT CPUS DUR URL [THREADS [extra wrk args...]]
+run_wrk_url() {
+	local out=$1 cpus=$2 dur=$3 url=$4 threads=${5:-1}
 	shift 5 || shift $#
 	local -a pre=()
 	[[ -n $cpus ]] && pre=(taskset -c "$cpus")
 	# In the background and waited for, so that a signal to this script is
 	# handled at once; timeout makes wrk's process group, which cleanup kills.
 	timeout -k 5 $(($(dur_secs "$dur") + 30)) "${pre[@]}" wrk -t"$threads" -c"$CONNS" -d"$dur" --latency "$@" \
-		"http://127.0.0.1:$port/1k.html" >"$out" 2>&1 </dev/null &
+		"$url" >"$out" 2>&1 </dev/null &
 	local wp=$! rc=0
 	track "$wp"
 	wait "$wp" || rc=$?
 	untrack "$wp"
 	((rc == 0)) || problem "wrk failed, rc $rc ($out): $(tail -3 "$out" | tr '\n' ' ')"
+}
+
+# run_h2load OUT CPUS DUR URL: HTTP/2 over TLS (ALPN h2), one thread,
+# H2_CONNS connections with H2_STREAMS concurrent streams each, WARMUP on
+# the same connections first, then DUR measured (timing mode, -D).
+run_h2load() {
+	local out=$1 cpus=$2 dur=$3 url=$4
+	local -a pre=()
+	[[ -n $cpus ]] && pre=(taskset -c "$cpus")
+	timeout -k 5 $(($(dur_secs "$dur") + $(dur_secs "$WARMUP") + 30)) "${pre[@]}" \
+		h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" --warm-up-time="$WARMUP" -D "$dur" "$url" >"$out" 2>&1 </dev/null &
+	local wp=$! rc=0
+	track "$wp"
+	wait "$wp" || rc=$?
+	untrack "$wp"
+	((rc == 0)) || problem "h2load failed, rc $rc ($out): $(tail -3 "$out" | tr '\n' ' ')"
+}
+
+# parse_h2load FILE -> "rps errors alpn": errors = failed + errored + timeout
+# requests + non-2xx answers; alpn = the negotiated application protocol.
+parse_h2load() {
+	awk '
+	/^finished in/ {for (i=1; i<=NF; i++) if ($(i+1) ~ /^req\/s/) rps=$i}
+	/^requests:/ {for (i=2; i<=NF; i++) if ($(i+1) ~ /^(failed|errored|timeout)/) e+=$i}
+	/^status codes:/ {for (i=3; i<=NF; i++) if ($(i+1) ~ /^[345]xx/) e+=$i}
+	/^Application protocol:/ {alpn=$3}
+	END {if (rps=="") rps="NaN"; if (alpn=="") alpn="none"; printf "%s %d %s\n", rps, e, alpn}' "$1"
 }
 
 # parse_wrk FILE -> "rps p99_ms errors"
@@ -698,9 +873,9 @@ wait_quiet() {
 	QUIET_WAITED=$((QUIET_WAITED + $(date +%s) - t0))
 }
 
-log_issues() { # NAME LOG: WARN/ERROR lines from a servery log become problems
-	local name=$1 log=$2 lines
-	lines=$(grep -E 'level=(WARN|ERROR)|panic:|fatal error' "$log" | head -5 || true)
+log_issues() { # NAME LOG [IGNORE_ERE]: WARN/ERROR lines from a servery log become problems
+	local name=$1 log=$2 ign=${3:-} lines
+	lines=$(grep -E 'level=(WARN|ERROR)|panic:|fatal error' "$log" | { if [[ -n $ign ]]; then grep -vE -- "$ign"; else cat; fi; } | head -5 || true)
 	[[ -z $lines ]] || problem "$name: warnings/errors in its log ($log): $(tr '\n' ' ' <<<"$lines")"
 }
 
@@ -717,6 +892,9 @@ md "| go | $(go version | awk '{print $3, $4}') |"
 md "| servery | git $git_rev, sources sha256 $SRC_HASH, binary sha256 $BIN_HASH |"
 md "| wrk | $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}') |"
 md "| nginx | $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') |"
+if want https; then
+	md "| h2load / caddy / openssl | $(h2load --version 2>&1 | head -1 | awk '{print $2}') / caddy $("$CADDY" version 2>/dev/null | awk '{print $1}') / $(openssl version | awk '{print $1, $2}') |"
+fi
 md "| DUR / TRIALS | $DUR / $TRIALS (warmup $WARMUP; wrk -c$CONNS --latency) |"
 md "| startup trials | $STARTUP_TRIALS |"
 md "| QUICK / SECTIONS | $QUICK / $SECTIONS |"
@@ -1041,6 +1219,140 @@ idlew=$(awk '$1 ~ /^servery-/ && $2=="ready" && $3=="child" {if ($6>m) m=$6} END
 md "- Largest single worker PSS: $idlew MiB when ready, $maxw MiB after load. The loaded deltas depend on how many workers the load reached (see section 2: a worker that got no connection stays at its idle size), so the ready deltas are the stable measure of a worker's fixed cost."
 md ""
 
+fi
+
+# ---------------------------------------------------------------- 5. https
+if want https; then
+# id|label|kind|workers. Every server pinned to SERVER_CPU (children
+# inherit), the load generator to WRK_CPU, as in throughput group A.
+HS_CONFIGS=(
+	"sv1|servery -workers 1 (direct)|servery-tls|1"
+	"svn|servery -workers $HTTPS_WORKERS|servery-tls|$HTTPS_WORKERS"
+	"ng|nginx (1 worker)|nginx-tls|1"
+	"cd|caddy file_server|caddy|1"
+	"bt|bare net/http TLS (ceiling)|baretls|1"
+)
+HS_LOADS=("h1|1k" "h1|64k" "h2|1k" "h2|64k")
+# https_check NAME PORT: both files over HTTP/1.1 and HTTP/2 (ALPN), our
+# exact bytes, verified against our certificate.
+https_check() {
+	local name=$1 port=$2 f v out
+	for f in 1k 64k; do
+		for v in 1.1 2; do
+			out=$(curl -s --cacert "$CERT" "--http$v" -o "$T/run/probe" -w '%{http_code} %{http_version}' --max-time 5 \
+				"https://127.0.0.1:$port/$f.html" 2>&1 || true)
+			[[ $out == "200 $v" ]] || die "$name: GET /$f.html over HTTP/$v answered '$out' (want '200 $v')"
+			cmp -s "$T/run/probe" "$SITE/$f.html" || die "$name: /$f.html over HTTP/$v answered 200 with wrong bytes"
+		done
+	done
+}
+: >"$T/hs.tsv"
+declare -A HS_TLSINFO HS_EOF HS_NWRK
+HS_EOF_ERE='TLS handshake error from 127\.0\.0\.1:[0-9]+: EOF'
+ncfg=${#HS_CONFIGS[@]}
+for trial in $(seq "$TRIALS"); do
+	for k in $(seq 0 $((ncfg - 1))); do
+		idx=$(((k + trial - 1) % ncfg)) # round-robin, rotated per trial
+		IFS='|' read -r id label kind w <<<"${HS_CONFIGS[$idx]}"
+		port=$((BASE_PORT + 50 + idx))
+		log=$T/logs/https-$id-t$trial.log
+		say "https trial $trial/$TRIALS: $id ($label on cpu $SERVER_CPU, load on $WRK_CPU)"
+		wait_quiet
+		start_server "https-$id" "$kind" "$w" "$SERVER_CPU" "$port" "$log"
+		https_check "https-$id" "$port"
+		nwrk=0
+		for ld in "${HS_LOADS[@]}"; do
+			IFS='|' read -r proto size <<<"$ld"
+			url="https://127.0.0.1:$port/$size.html"
+			out=$T/logs/https-$proto-$size-$id-t$trial.txt
+			if [[ $proto == h1 ]]; then
+				run_wrk_url "$T/logs/https-warm-$proto-$size-$id-t$trial.txt" "$WRK_CPU" "$WARMUP" "$url" 1
+				nwrk=$((nwrk + 1))
+			fi
+			for attempt in $(seq 0 "$NOISY_RETRIES"); do
+				acct_begin
+				if [[ $proto == h1 ]]; then
+					run_wrk_url "$out" "$WRK_CPU" "$DUR" "$url" 1
+					nwrk=$((nwrk + 1))
+				else
+					run_h2load "$out" "$WRK_CPU" "$DUR" "$url"
+				fi
+				acct_end
+				le "$ACCT_OTHER_PCT" "$NOISY_PCT" && break
+				((attempt < NOISY_RETRIES)) || break
+				say "  other work took ${ACCT_OTHER_PCT}% of the CPUs during the run; measuring again"
+				RETRIED=$((RETRIED + 1))
+				sleep 1
+			done
+			if [[ $proto == h1 ]]; then
+				read -r rps _ errs < <(parse_wrk "$out")
+				alpn=http/1.1
+			else
+				read -r rps errs alpn < <(parse_h2load "$out")
+				[[ $alpn == h2 ]] || problem "https-$id $proto $size trial $trial: h2load negotiated '$alpn', not h2"
+				[[ -n ${HS_TLSINFO[$id]:-} ]] || HS_TLSINFO[$id]=$(awk -F': ' '/^TLS Protocol:/ {p=$2} /^Cipher:/ {c=$2} END{print p, c}' "$out")
+			fi
+			[[ $rps == NaN ]] && problem "https-$id $proto $size trial $trial: no req/s in the load generator's output ($out)"
+			((errs == 0)) || problem "https-$id $proto $size trial $trial: $errs errors (socket errors, failed requests, non-2xx) ($out)"
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$trial" "$proto" "$size" "$rps" "$errs" "$ACCT_SERVER_PCT" "$ACCT_OTHER_PCT" >>"$T/hs.tsv"
+			say "  $proto $size: $(fmt "$rps" '%.0f') req/s, errors $errs, server CPU ${ACCT_SERVER_PCT}% of a core, other work ${ACCT_OTHER_PCT}%"
+		done
+		stop_server "https-$id"
+		# wrk makes one plain TCP connection per run to test the address
+		# (wrk.resolve -> wrk.connect) and closes it unused: one "TLS
+		# handshake error ... EOF" per wrk run in a Go server's log is wrk's.
+		neof=$(grep -cE "$HS_EOF_ERE" "$log" || true)
+		HS_EOF[$id]=$((${HS_EOF[$id]:-0} + neof))
+		HS_NWRK[$id]=$((${HS_NWRK[$id]:-0} + nwrk))
+		if ((neof > nwrk)); then problem "https-$id trial $trial: $neof 'TLS handshake error ... EOF' log lines, more than the $nwrk wrk runs that explain one each"; fi
+		if [[ $kind == servery-tls ]]; then log_issues "https-$id trial $trial" "$log" "$HS_EOF_ERE"; fi
+	done
+done
+
+hs_sel() { awk -F'\t' -v id="$1" -v p="$2" -v s="$3" -v col="$4" '$1==id && $3==p && $4==s {print $col}' "$T/hs.tsv"; }
+md "## 5. HTTPS: HTTP/1.1 over TLS (wrk) and HTTP/2 (h2load), GET /1k.html and /64k.html" ""
+md "Each server pinned to CPU $SERVER_CPU (children inherit; Go servers get GOMAXPROCS=1 from it, servery's workers their own default), the load generator to CPU $WRK_CPU, $TRIALS trial(s) run round-robin across servers, a fresh server per trial running all four loads. Every server has the same self-signed ECDSA P-256 certificate and key; keep-alive throughout, so handshakes are not what is measured."
+md "- h1 TLS: \`wrk -t1 -c$CONNS -d$DUR\` after a $WARMUP warmup run (wrk offers no ALPN: HTTP/1.1)."
+md "- h2: \`h2load -t1 -c$H2_CONNS -m$H2_STREAMS --warm-up-time=$WARMUP -D $DUR\`: $H2_CONNS connections with up to $H2_STREAMS streams in flight on each, req/s over the measured $DUR from its \"finished in ..., N req/s\" line; ALPN h2 checked."
+md "- nginx $NGINX_VER: 1 worker, HTTP/2 by $(printf '%s\n' 1.25.1 "$NGINX_VER" | sort -V -C && echo '`http2 on;`' || echo '`listen ... ssl http2` (nginx < 1.25.1)'), \`ssl_protocols TLSv1.2 TLSv1.3\` (servery's range), \`keepalive_requests 1000000\` (the default 1000 ends HTTP/2 connections, which h2load does not reopen), access_log off, open_file_cache on. caddy $("$CADDY" version 2>/dev/null | awk '{print $1}'): \`file_server\`, admin off, auto_https off, HTTP/1.1+HTTP/2 only, errors-only log. bare net/http TLS: servery's tls.Config and precomputed replies with servery's headers, default http.Server (no timeouts) and net/http's HTTP/2 defaults."
+md "- Cells: median req/s (MAD as % of the median). Target: servery / bare net/http TLS >= 0.95x in every row, for direct mode and for -workers $HTTPS_WORKERS (whose workers share the one core)."
+md ""
+md "| protocol | file | servery w1 | servery w$HTTPS_WORKERS | nginx | caddy | bare net/http TLS (ceiling) | servery w1 / ceiling | servery w$HTTPS_WORKERS / ceiling | errors | other work on box (max %) |"
+md "|---|---|---:|---:|---:|---:|---:|---|---|---:|---:|"
+HS_SUMMARY=()
+for ld in "${HS_LOADS[@]}"; do
+	IFS='|' read -r proto size <<<"$ld"
+	declare -A hm=()
+	row="| $([[ $proto == h1 ]] && echo 'h1 TLS (wrk)' || echo 'h2 (h2load)') | $size |"
+	for cfg in "${HS_CONFIGS[@]}"; do
+		IFS='|' read -r id _ <<<"$cfg"
+		hm[$id]=$(hs_sel "$id" "$proto" "$size" 5 | median)
+		row="$row $(fmt "${hm[$id]}" '%.0f') ($(fmt "$(hs_sel "$id" "$proto" "$size" 5 | mad_pct)" '±%s%%')) |"
+	done
+	for id in sv1 svn; do
+		r=$(ratio "${hm[$id]}" "${hm[bt]}")
+		row="$row $(fmt "$r" '%.3fx') $(verdict "$r" ge 0.95) |"
+		if ! ge "$r" 0.95; then
+			HS_SUMMARY+=("- $proto $size: servery $([[ $id == sv1 ]] && echo w1 || echo "w$HTTPS_WORKERS") / ceiling $(fmt "$r" '%.3fx') ($(fmt "${hm[$id]}" '%.0f') / $(fmt "${hm[bt]}" '%.0f') req/s), below the 0.95x target")
+		fi
+	done
+	errs=$(awk -F'\t' -v p="$proto" -v s="$size" '$3==p && $4==s {e+=$6} END{print e+0}' "$T/hs.tsv")
+	ocpu=$(awk -F'\t' -v p="$proto" -v s="$size" '$3==p && $4==s {print $8}' "$T/hs.tsv" | sort -g | tail -1)
+	md "$row $errs | $(fmt "$ocpu" '%.1f') |"
+done
+md ""
+tinfo=""
+for cfg in "${HS_CONFIGS[@]}"; do
+	IFS='|' read -r id label _ <<<"$cfg"
+	tinfo="$tinfo${tinfo:+; }$label: ${HS_TLSINFO[$id]:-n/a}"
+done
+md "- Negotiated with h2load (TLS version, cipher): $tinfo."
+eofs=""
+for id in sv1 svn bt; do eofs="$eofs${eofs:+, }$id ${HS_EOF[$id]:-0}/${HS_NWRK[$id]:-0}"; done
+md "- \"TLS handshake error ... EOF\" log lines / wrk runs: $eofs (sv1/svn = servery w1/w$HTTPS_WORKERS, bt = bare net/http TLS). wrk tests the address with one plain TCP connect per run and closes it before any handshake, so up to one such line per wrk run is wrk's, not a server fault, and is left out of the Problems list; more would be reported there."
+if ((${#HS_SUMMARY[@]})); then md "${HS_SUMMARY[@]}"; else md "- servery is within 0.95x of the bare net/http TLS ceiling in every row."; fi
+md "- errors = wrk socket errors + non-2xx/3xx, or h2load failed + errored + timeout + non-2xx, summed over trials. other work on box: as in section 1; above a few % the row is noisy."
+md ""
 fi
 
 # ---------------------------------------------------------------- problems, caveats
