@@ -25,14 +25,19 @@ var errDrainCut = errors.New("drain cut short")
 // to finish, or until hurry is cancelled (a second signal, or SIGTERM in a
 // worker). Whatever is still open then is closed.
 //
-// Connections already accepted but whose first request is not read yet
-// are let in first, for at most freshGrace: net/http's Shutdown drops,
-// unanswered, a request it reads after Shutdown began, on the assumption
-// that a client retries on another connection. A client on a brand-new
-// connection does not (Go's Transport retries only reused ones), and with
-// a listener that another generation keeps serving during a reload, that
-// client did nothing wrong. A connection that sends nothing for that long
-// is an idle preconnect or a slow client, and is closed as idle.
+// Before net/http's Shutdown, HTTP/1 clients get closeGrace to leave on
+// their own, since Shutdown is abrupt with two kinds of them. It closes an
+// idle keep-alive connection at once, racing a request the client may be
+// sending on it; and it drops, unanswered, a request it reads after it
+// began, which is the first request of a connection accepted just before
+// the listener closed. Go's Transport retries neither of these when the
+// connection is new, nor does any client for a POST. So from the start of
+// the drain every HTTP/1 response says Connection: close (counting), and
+// the drain waits until the HTTP/1 connections have closed, their clients
+// told by an answer, or closeGrace has passed; those left are idle or
+// silent, and Shutdown closes them. During a reload, when another
+// generation keeps serving the listener, this is what makes a retiring
+// worker lose nothing.
 func (srv *server) drain(hurry context.Context) error {
 	ctx, cancel := context.WithTimeout(hurry, srv.cfg.DrainTimeout)
 	defer cancel()
@@ -44,7 +49,7 @@ func (srv *server) drain(hurry context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	srv.awaitFresh(ctx)
+	srv.awaitClosed(ctx)
 	err := srv.http.Shutdown(ctx)
 	if err == nil {
 		return srv.close()
@@ -54,18 +59,19 @@ func (srv *server) drain(hurry context.Context) error {
 	return fmt.Errorf("%w: %w", errDrainCut, err)
 }
 
-// freshGrace is how long a drain lets accepted connections send their
-// first request: far more than a round trip, far less than a drain.
-const freshGrace = time.Second
+// closeGrace is how long a drain lets HTTP/1 clients leave by themselves:
+// far more than a keep-alive client needs to send its next request and
+// read the answer that closes, far less than a drain.
+const closeGrace = time.Second
 
-// awaitFresh blocks until every accepted connection has had its first
-// request read or has closed, freshGrace passes, or ctx ends.
-func (srv *server) awaitFresh(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, freshGrace)
+// awaitClosed blocks until no HTTP/1 connection is open, closeGrace
+// passes, or ctx ends.
+func (srv *server) awaitClosed(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, closeGrace)
 	defer cancel()
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
-	for srv.fresh.Load() > 0 {
+	for srv.open.Load() > 0 {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():

@@ -146,7 +146,7 @@ type limitConn struct {
 	release      func()
 	writeTimeout time.Duration
 	deadline     atomic.Int64 // UnixNano of the write deadline in force; 0: none
-	seen         atomic.Bool  // net/http has read a request on it, or closed it (server.trackFresh)
+	uncounted    atomic.Bool  // taken off server.open (closed, hijacked or HTTP/2)
 }
 
 // writeChunk is the most one write or sendfile call may send before the

@@ -53,7 +53,7 @@ type server struct {
 	logFile  io.WriteCloser                  // the access log, when it is a file
 	accepted atomic.Int64
 	served   atomic.Int64
-	fresh    atomic.Int64                 // connections whose first request is not read yet
+	open     atomic.Int64                 // HTTP/1 connections not yet closed (trackConns)
 	ln       atomic.Pointer[net.Listener] // what serve accepts on, for drain to close
 	draining atomic.Bool                  // drain closed ln: serve's end is not an error
 	serving  chan struct{}                // closed when serve returns
@@ -69,7 +69,7 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ConnState:         srv.trackFresh,
+		ConnState:         srv.trackConns,
 		// Accept errors, handler panics, handshake failures: an operator
 		// must see them.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -84,7 +84,7 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		srv.cert.Store(&tc.Certificates[0])
 		tc.Certificates = nil
 		tc.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return srv.cert.Load(), nil }
-		tc.GetConfigForClient = srv.helloFresh
+		tc.GetConfigForClient = srv.helloH2
 		srv.http.TLSConfig, srv.tls = tc, tc
 		if len(cfg.TicketKeys) > 0 {
 			if err := setTicketKeys(srv.tls, cfg.TicketKeys); err != nil {
@@ -111,13 +111,22 @@ func (srv *server) setIdentity(id *tlsIdentity) error {
 	return nil
 }
 
-// counting wraps h to count answered requests.
+// counting wraps h to count answered requests. Once a drain has begun it
+// also marks every HTTP/1 response Connection: close, so a keep-alive
+// client learns from the answer itself not to send another request on the
+// connection (see drain).
 func (srv *server) counting(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if srv.draining.Load() && r.ProtoMajor == 1 {
+			w.Header()["Connection"] = hdrClose
+		}
 		h.ServeHTTP(w, r)
 		srv.served.Add(1)
 	})
 }
+
+// hdrClose is the shared Connection: close value; never modify it.
+var hdrClose = []string{"close"}
 
 // serve accepts on ln until the server is shut down. It blocks, and
 // returns nil after a drain.
@@ -137,29 +146,33 @@ func (srv *server) serve(ln net.Listener) error {
 	return fmt.Errorf("serve: %w", err)
 }
 
-// trackFresh counts the connections that have not had their first request
-// read. net/http drops a request it reads once Shutdown has begun, without
-// an answer; drain waits for these connections first (see drain.go).
-func (srv *server) trackFresh(c net.Conn, state http.ConnState) {
-	if state == http.StateNew {
-		srv.fresh.Add(1)
-		return
-	}
-	if lc := asLimitConn(c); lc != nil && !lc.seen.Load() && lc.seen.CompareAndSwap(false, true) {
-		srv.fresh.Add(-1)
+// trackConns counts the open HTTP/1 connections, which a drain waits for
+// (see drain.go). Only the first and last states matter; the per-request
+// ones pass through at the cost of a switch.
+func (srv *server) trackConns(c net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		srv.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		srv.uncount(c)
 	}
 }
 
-// helloFresh takes a TLS connection off the fresh count when it will speak
-// HTTP/2 (the client offers h2, which the server prefers): net/http reports
-// no state of an HTTP/2 connection until it closes, and HTTP/2's own
-// graceful shutdown (GOAWAY, then refused streams, which clients retry)
-// already loses nothing. It returns no config, so the server's is used.
-func (srv *server) helloFresh(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+// uncount takes c off the open count, once.
+func (srv *server) uncount(c net.Conn) {
+	if lc := asLimitConn(c); lc != nil && lc.uncounted.CompareAndSwap(false, true) {
+		srv.open.Add(-1)
+	}
+}
+
+// helloH2 takes a TLS connection off the open count when it will speak
+// HTTP/2 (the client offers h2, which the server prefers): HTTP/2 has its
+// own graceful shutdown (GOAWAY, then refused streams, which clients
+// retry), which Shutdown runs. It returns no config, so the server's is
+// used.
+func (srv *server) helloH2(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 	if slices.Contains(hello.SupportedProtos, "h2") {
-		if lc := asLimitConn(hello.Conn); lc != nil && lc.seen.CompareAndSwap(false, true) {
-			srv.fresh.Add(-1)
-		}
+		srv.uncount(hello.Conn)
 	}
 	return nil, nil
 }

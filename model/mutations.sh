@@ -281,10 +281,10 @@ m_reload-stop() {
 }
 
 mutant reload-drain "a retiring worker answers every connection it accepted" \
-	"drain shuts down without waiting for accepted connections' first request" \
+	"drain shuts down without letting HTTP/1 clients leave first" \
 	"TestReloadUnderLoadDropsNothing" 5
 m_reload-drain() {
-	edit drain.go '	srv.awaitFresh(ctx)' ''
+	edit drain.go '	srv.awaitClosed(ctx)' ''
 }
 
 # ------------------------------------------------------------- helpers
