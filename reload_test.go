@@ -33,6 +33,7 @@ type load struct {
 	stop                          chan struct{}
 	wg                            sync.WaitGroup
 	ok, truncated, refused, other atomic.Int64
+	retried                       atomic.Int64 // requests the Transport sent again: a connection closed under them
 	mu                            sync.Mutex
 	bodies                        map[string]int // complete bodies seen, and how often
 	firstErr                      atomic.Pointer[string]
@@ -60,9 +61,13 @@ func startLoad(t *testing.T, addr, path string, n int) *load {
 
 func (l *load) one(c *http.Client, url string) {
 	var info httptrace.GotConnInfo
+	conns := 0
 	req, _ := http.NewRequest("GET", url, nil)
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { info = i }}))
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { info = i; conns++ }}))
 	resp, err := c.Do(req)
+	if conns > 1 {
+		l.retried.Add(1) // the keep-alive race: closed before any response byte
+	}
 	if err != nil {
 		err = fmt.Errorf("%w (reused %v, idle %v, local %v)", err, info.Reused, info.WasIdle, info.Conn.LocalAddr())
 		if errors.Is(err, syscall.ECONNREFUSED) {
@@ -166,6 +171,9 @@ func TestReloadUnderLoadDropsNothing(t *testing.T) {
 	h.waitRetired()
 	time.Sleep(50 * time.Millisecond)
 	l.stopLoad()
+	if n := l.retried.Load(); n != 0 {
+		t.Errorf("%d requests met a keep-alive connection closed under them (the Transport retried them); want 0: retiring workers answer Connection: close first", n)
+	}
 	if l.truncated.Load()+l.refused.Load()+l.other.Load() != 0 || l.ok.Load() == 0 {
 		first := ""
 		if p := l.firstErr.Load(); p != nil {

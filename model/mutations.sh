@@ -282,7 +282,7 @@ m_reload-stop() {
 
 mutant reload-drain "a retiring worker answers every connection it accepted" \
 	"drain shuts down without letting HTTP/1 clients leave first" \
-	"TestReloadUnderLoadDropsNothing" 5
+	"TestReloadUnderLoadDropsNothing"
 m_reload-drain() {
 	edit drain.go '	srv.awaitClosed(ctx)' ''
 }
