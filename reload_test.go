@@ -192,14 +192,13 @@ func TestFailedReloadChangesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		fault  string // of worker 1 of the new generation
-		breaks func(h *serviceHarness, release string)
+		breaks func(h *serviceHarness, current string)
 		want   string // in Reload's error
 	}{
 		{name: "worker fails to prepare", fault: faultFail, want: "worker 1"},
 		{name: "reload timeout", fault: faultHang, want: "startup timeout"},
-		{name: "missing directory", breaks: func(h *serviceHarness, release string) {
-			os.Remove(filepath.Join(filepath.Dir(release), "current"))
-			os.Symlink(filepath.Join(filepath.Dir(release), "gone"), filepath.Join(filepath.Dir(release), "current"))
+		{name: "missing directory", breaks: func(h *serviceHarness, current string) {
+			pointAt(h.t, current, "gone")
 		}, want: "no such file"},
 		{name: "bad certificate", breaks: func(h *serviceHarness, _ string) {
 			h.svc.reloadTLS = func() (*tlsIdentity, error) {
@@ -208,14 +207,10 @@ func TestFailedReloadChangesNothing(t *testing.T) {
 		}, want: "reload tls"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			releases := t.TempDir()
-			release := filepath.Join(releases, "r1")
-			os.Mkdir(release, 0o755)
-			writeFile(t, release, "index.html", "one")
-			os.Symlink(release, filepath.Join(releases, "current"))
+			current := twoReleases(t)
 			h := newServiceHarness(t, 2, nil, func(c *supervisorConfig) {
 				c.StartupTimeout = 1500 * time.Millisecond
-				c.Args = []string{"-dir", filepath.Join(releases, "current"), "-cache-bytes", "1MiB"}
+				c.Args = []string{"-dir", current, "-cache-bytes", "1MiB"}
 			})
 			if err := h.svc.Start(context.Background()); err != nil {
 				t.Fatal(err)
@@ -236,7 +231,7 @@ func TestFailedReloadChangesNothing(t *testing.T) {
 				h.mu.Unlock()
 			}
 			if tc.breaks != nil {
-				tc.breaks(h, release)
+				tc.breaks(h, current)
 			}
 			err = h.svc.Reload(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -277,14 +272,36 @@ func askOn(t *testing.T, c net.Conn, r *bufio.Reader, body string) {
 	}
 }
 
-func TestReloadAfterASymlinkSwitchServesOneReleaseAtATime(t *testing.T) {
+// twoReleases makes releases r1 and r2, whose index pages say "one" and
+// "two", and a symlink "current" to r1, which it returns.
+func twoReleases(t *testing.T) string {
+	t.Helper()
 	releases := t.TempDir()
 	for name, body := range map[string]string{"r1": "one", "r2": "two"} {
-		os.Mkdir(filepath.Join(releases, name), 0o755)
+		if err := os.Mkdir(filepath.Join(releases, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		writeFile(t, filepath.Join(releases, name), "index.html", body)
 	}
 	current := filepath.Join(releases, "current")
-	os.Symlink("r1", current)
+	pointAt(t, current, "r1")
+	return current
+}
+
+// pointAt switches the symlink link to target atomically, as a deploy
+// does: a new link renamed over the old.
+func pointAt(t *testing.T, link, target string) {
+	t.Helper()
+	if err := os.Symlink(target, link+".new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(link+".new", link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReloadAfterASymlinkSwitchServesOneReleaseAtATime(t *testing.T) {
+	current := twoReleases(t)
 	h := newServiceHarness(t, 2, nil, func(c *supervisorConfig) {
 		c.Args = []string{"-dir", current, "-cache-bytes", "1MiB"}
 	})
@@ -293,11 +310,7 @@ func TestReloadAfterASymlinkSwitchServesOneReleaseAtATime(t *testing.T) {
 	}
 	l := startLoad(t, h.addr, "/", 16)
 	time.Sleep(50 * time.Millisecond)
-	// The deploy: point current at the new release, atomically, then reload.
-	os.Symlink("r2", current+".new")
-	if err := os.Rename(current+".new", current); err != nil {
-		t.Fatal(err)
-	}
+	pointAt(t, current, "r2") // the deploy, then the reload
 	if err := h.svc.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -425,32 +438,22 @@ func TestReloadRequestsCoalesceIntoOneMore(t *testing.T) {
 	}
 }
 
-var generationRe = regexp.MustCompile(`msg=reloaded generation=(\d+)`)
-
 func TestSIGHUPReloadsAndNeverEndsServery(t *testing.T) {
 	for _, workers := range []string{"1", "3"} {
 		t.Run("workers="+workers, func(t *testing.T) {
-			releases := t.TempDir()
-			for name, body := range map[string]string{"r1": "one", "r2": "two"} {
-				os.Mkdir(filepath.Join(releases, name), 0o755)
-				writeFile(t, filepath.Join(releases, name), "index.html", body)
-			}
-			current := filepath.Join(releases, "current")
-			os.Symlink("r1", current)
+			current := twoReleases(t)
 			s := startServery(t, "-dir", current, "-workers", workers)
 			if _, body, _ := get(s.addr, "/"); body != "one" {
 				t.Fatalf("GET / = %q; want one", body)
 			}
-			os.Remove(current)
-			os.Symlink("r2", current)
+			pointAt(t, current, "r2")
 			s.signal(syscall.SIGHUP)
 			waitLog(t, s, `msg="generation retired" generation=1`)
 			if _, body, _ := get(s.addr, "/"); body != "two" {
 				t.Errorf("GET / after the switch and SIGHUP = %q; want two", body)
 			}
 			// A reload that fails keeps the serving one.
-			os.Remove(current)
-			os.Symlink("missing", current)
+			pointAt(t, current, "missing")
 			s.signal(syscall.SIGHUP)
 			waitLog(t, s, `msg="reload failed, still serving" generation=3`)
 			if _, body, _ := get(s.addr, "/"); body != "two" {

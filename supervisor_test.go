@@ -256,8 +256,13 @@ func writeFile(t *testing.T, dir, name, content string) {
 
 // get fetches path over a new connection.
 func get(addr, path string) (int, string, error) {
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get("http://" + addr + path)
+	return fetch(&http.Transport{DisableKeepAlives: true}, "http://"+addr+path)
+}
+
+// fetch GETs url through tr, within 10 s, and returns the status and body.
+func fetch(tr *http.Transport, url string) (int, string, error) {
+	c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	resp, err := c.Get(url)
 	if err != nil {
 		return 0, "", err
 	}

@@ -100,17 +100,7 @@ func TestWriteTimeoutHoldsOverTLS(t *testing.T) {
 
 // getTLS fetches path over a new HTTP/1.1 TLS connection.
 func getTLS(addr, path string) (int, string, error) {
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DisableKeepAlives: true,
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
-	}}
-	resp, err := c.Get("https://" + addr + path)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	return fetch(&http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, "https://"+addr+path)
 }
 
 func TestSteadySlowReaderIsNeverCut(t *testing.T) {

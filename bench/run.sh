@@ -751,17 +751,7 @@ run_wrk() {
 run_wrk_url() {
 	local out=$1 cpus=$2 dur=$3 url=$4 threads=${5:-1}
 	shift 5 || shift $#
-	local -a pre=()
-	[[ -n $cpus ]] && pre=(taskset -c "$cpus")
-	# In the background and waited for, so that a signal to this script is
-	# handled at once; timeout makes wrk's process group, which cleanup kills.
-	timeout -k 5 $(($(dur_secs "$dur") + 30)) "${pre[@]}" wrk -t"$threads" -c"$CONNS" -d"$dur" --latency "$@" \
-		"$url" >"$out" 2>&1 </dev/null &
-	local wp=$! rc=0
-	track "$wp"
-	wait "$wp" || rc=$?
-	untrack "$wp"
-	((rc == 0)) || problem "wrk failed, rc $rc ($out): $(tail -3 "$out" | tr '\n' ' ')"
+	run_load "$out" $(($(dur_secs "$dur") + 30)) "$cpus" wrk -t"$threads" -c"$CONNS" -d"$dur" --latency "$@" "$url"
 }
 
 # run_h2load OUT CPUS DUR URL: HTTP/2 over TLS (ALPN h2), one thread,
@@ -769,15 +759,25 @@ run_wrk_url() {
 # the same connections first, then DUR measured (timing mode, -D).
 run_h2load() {
 	local out=$1 cpus=$2 dur=$3 url=$4
+	run_load "$out" $(($(dur_secs "$dur") + $(dur_secs "$WARMUP") + 30)) "$cpus" \
+		h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" --warm-up-time="$WARMUP" -D "$dur" "$url"
+}
+
+# run_load OUT LIMIT CPUS CMD...: runs a load generator pinned to CPUS (if
+# any) with output to OUT, killed after LIMIT seconds. In the background
+# and waited for, so that a signal to this script is handled at once;
+# timeout makes the tool's process group, which cleanup kills.
+run_load() {
+	local out=$1 limit=$2 cpus=$3
+	shift 3
 	local -a pre=()
 	[[ -n $cpus ]] && pre=(taskset -c "$cpus")
-	timeout -k 5 $(($(dur_secs "$dur") + $(dur_secs "$WARMUP") + 30)) "${pre[@]}" \
-		h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" --warm-up-time="$WARMUP" -D "$dur" "$url" >"$out" 2>&1 </dev/null &
+	timeout -k 5 "$limit" "${pre[@]}" "$@" >"$out" 2>&1 </dev/null &
 	local wp=$! rc=0
 	track "$wp"
 	wait "$wp" || rc=$?
 	untrack "$wp"
-	((rc == 0)) || problem "h2load failed, rc $rc ($out): $(tail -3 "$out" | tr '\n' ' ')"
+	((rc == 0)) || problem "$1 failed, rc $rc ($out): $(tail -3 "$out" | tr '\n' ' ')"
 }
 
 # parse_h2load FILE -> "rps errors alpn": errors = failed + errored + timeout
