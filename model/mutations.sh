@@ -138,8 +138,8 @@ mutant tls "one TLS identity, generated once by the parent" \
 	"each worker serves its own fresh self-signed certificate" \
 	"TestOneTLSIdentityAcrossWorkers"
 m_tls() {
-	edit worker.go 'srv.http.TLSConfig, err = cfg.TLS.serverConfig()' \
-		'srv.http.TLSConfig, err = func() (*tls.Config, error) { id, err := selfSignedIdentity("", time.Now()); if err != nil { return nil, err }; return id.serverConfig() }()'
+	edit worker.go 'tc, err := cfg.TLS.serverConfig()' \
+		'tc, err := func() (*tls.Config, error) { id, err := selfSignedIdentity("", time.Now()); if err != nil { return nil, err }; return id.serverConfig() }()'
 }
 
 mutant root "nothing outside -dir is served (os.Root)" \
