@@ -56,7 +56,7 @@ func (v *Service) Reload(ctx context.Context) error {
 	defer v.endReload()
 
 	if old != nil {
-		v.log.Info("reload waits for the retiring generation", "retiring", old.cfg.Generation)
+		v.log.Info("reload waits for the retiring generation", "generation", old.cfg.Generation)
 		select {
 		case <-old.done:
 		case <-ctx.Done():
@@ -64,20 +64,42 @@ func (v *Service) Reload(ctx context.Context) error {
 		}
 	}
 	gen, err := v.reloadGeneration()
-	if err != nil {
-		return v.reloadFailed(0, err)
+	switch {
+	case errors.Is(err, errNotServing):
+		return err
+	case err != nil:
+		return v.reloadFailed(v.nextNumber(), err)
 	}
 	if err := gen.Start(ctx); err != nil {
 		return v.reloadFailed(gen.cfg.Generation, err)
 	}
-	return v.promote(gen)
+	if err := v.promote(gen); err != nil {
+		if errors.Is(err, errNotServing) {
+			return err
+		}
+		gen.Wait() // its lost worker stops it; at most two generations live
+		return v.reloadFailed(gen.cfg.Generation, err)
+	}
+	return nil
+}
+
+// nextNumber is the number the next generation will have, for the log of
+// a reload that failed before it had one.
+func (v *Service) nextNumber() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.generations + 1
 }
 
 // reloadGeneration builds the next generation with the TLS identity read
-// again and announces the reload to the service manager.
+// again and announces the reload to the service manager, unless the end
+// began since Reload looked (errNotServing): nothing may follow STOPPING=1.
 func (v *Service) reloadGeneration() (*Supervisor, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.stopping {
+		return nil, errNotServing
+	}
 	v.notify("RELOADING=1", monotonicUsec())
 	if v.reloadTLS != nil {
 		id, err := v.reloadTLS()
@@ -103,17 +125,25 @@ func (v *Service) reloadFailed(generation int, err error) error {
 	return fmt.Errorf("reload: %w", err)
 }
 
-// promote makes the ready gen the serving generation and retires the one
-// it replaces. If a stop began meanwhile, the stop (waiting for this
-// Reload) stops both.
+// promote makes the ready gen the serving generation, sends it the ticket
+// keys as they are now (a rotation may have come since its config), and
+// retires the one it replaces. A worker of gen lost since its ready fails
+// the reload instead: gen is stopping itself, and the serving generation
+// stays. If the end began meanwhile, gen serves only to be stopped: the
+// stop, waiting for this Reload, stops both.
 func (v *Service) promote(gen *Supervisor) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if err := gen.lostErr(); err != nil {
+		return err
+	}
 	old := v.serving
 	v.serving, v.retiring = gen, old
-	go v.watch(gen)
 	if v.stopping {
 		return errNotServing
+	}
+	if v.keys != nil {
+		gen.sendTicketKeys(v.keys.current())
 	}
 	v.log.Info("reloaded", "generation", gen.cfg.Generation, "retiring", old.cfg.Generation, "pids", fmt.Sprint(gen.pids()))
 	v.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving with %d workers", gen.cfg.Generation, v.cfg.Workers))

@@ -22,8 +22,13 @@ import (
 // The Service owns the listener and closes it once, when the service ends;
 // a retiring generation leaves it open for the next.
 // It alone sends service-manager notifications, serialized by its lock,
-// so READY=1 can never follow STOPPING=1: READY=1 is sent inside Start,
-// only if no stop has begun, and every stop sends STOPPING=1 first.
+// so READY=1 can never follow STOPPING=1: READY=1 is sent only if the end
+// has not begun, and the end sends STOPPING=1 first.
+//
+// The service ends one way, whatever begins it (Stop, or a worker lost
+// from the serving generation): one goroutine (stop) cuts a Start or a
+// Reload in progress short, waits for it, and stops the serving and the
+// retiring generation together. model/reload.pml checks this layer.
 type Service struct {
 	cfg    supervisorConfig
 	ln     net.Listener
@@ -44,8 +49,8 @@ type Service struct {
 
 	mu           sync.Mutex
 	started      bool
-	stopping     bool // a stop or a lost worker has begun the end
-	stopAsked    bool // Stop has begun the end
+	stopping     bool  // the end has begun: Stop, or a lost worker
+	lostErr      error // the worker lost from the serving generation, if that began the end
 	generations  int
 	serving      *Supervisor        // the ready generation, or nil
 	retiring     *Supervisor        // the previous generation while it drains, or nil
@@ -54,7 +59,9 @@ type Service struct {
 	cancelReload context.CancelFunc // cuts a Reload's new generation short
 	reloadDone   chan struct{}      // closed when that Reload returns
 
-	stopOnce   sync.Once
+	endOnce    sync.Once
+	hurry      context.Context    // cancelled to skip the rest of every drain
+	cut        context.CancelFunc // cancels hurry
 	finishOnce sync.Once
 	closeOnce  sync.Once
 	done       chan struct{} // closed when the service has ended
@@ -63,15 +70,22 @@ type Service struct {
 
 // newService returns a Service for cfg on ln. It starts nothing.
 func newService(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Service {
+	hurry, cut := context.WithCancel(context.Background())
 	return &Service{
 		cfg:           cfg,
 		ln:            ln,
 		log:           log,
 		notify:        func(...string) {},
 		newGeneration: newSupervisor,
+		hurry:         hurry,
+		cut:           cut,
 		done:          make(chan struct{}),
 	}
 }
+
+// errStoppedFirst is Start's error when a Stop came before it: a startup
+// cancelled before it began, which the front end treats as a clean stop.
+var errStoppedFirst = fmt.Errorf("start: the service was stopped first: %w", context.Canceled)
 
 // Start starts the first generation and blocks until every worker is
 // ready or the generation has been rolled back. It sends READY=1 before
@@ -79,9 +93,13 @@ func newService(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Servic
 // left running and the service has ended. Start is called once.
 func (v *Service) Start(ctx context.Context) error {
 	v.mu.Lock()
-	if v.started || v.stopping {
+	switch {
+	case v.started:
 		v.mu.Unlock()
-		return errors.New("start: service already started or stopped")
+		return errors.New("start: service already started")
+	case v.stopping:
+		v.mu.Unlock()
+		return errStoppedFirst
 	}
 	v.started = true
 	ctx, cancel := context.WithCancel(ctx)
@@ -91,18 +109,34 @@ func (v *Service) Start(ctx context.Context) error {
 	v.mu.Unlock()
 	defer close(v.startDone)
 
-	if err := gen.Start(ctx); err != nil {
+	err := gen.Start(ctx)
+	if err == nil {
+		err = v.serve(gen)
+	}
+	if err != nil {
+		gen.Wait() // at once after a rollback; a lost worker's stop is under way
 		v.finish(err)
 		return err
 	}
+	return nil
+}
+
+// serve makes the first generation, ready, the serving one and sends
+// READY=1, unless the end has begun (the stop, waiting for Start, then
+// stops it). A worker lost since ready fails it instead: a generation
+// that never served cannot end the service as a lost one, so Start
+// reports it.
+func (v *Service) serve(gen *Supervisor) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if err := gen.lostErr(); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	v.serving = gen
 	if v.stopping {
-		return nil // the Stop waiting for this Start stops gen
+		return nil
 	}
 	v.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", v.cfg.Workers))
-	go v.watch(gen)
 	if v.keys != nil {
 		go v.rotateTicketKeysEvery(ticketKeyRotation)
 	}
@@ -126,17 +160,18 @@ func (v *Service) rotateTicketKeysEvery(period time.Duration) {
 
 // rotateTicketKeys puts a fresh ticket key first, keeps the previous one
 // for resumption, and sends both to the serving generation's workers. A
-// generation started later gets them in its config.
+// generation started later gets them in its config, and again when it
+// begins to serve (promote), so a rotation during its startup is not
+// lost. Under v.mu, so the two sends cannot cross.
 func (v *Service) rotateTicketKeys() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if err := v.keys.rotate(); err != nil {
 		v.log.Error("ticket key rotation", "err", err)
 		return
 	}
-	v.mu.Lock()
-	gen := v.serving
-	v.mu.Unlock()
-	if gen != nil {
-		gen.sendTicketKeys(v.keys.current())
+	if v.serving != nil {
+		v.serving.sendTicketKeys(v.keys.current())
 	}
 	v.log.Info("ticket keys rotated")
 }
@@ -154,68 +189,62 @@ func (v *Service) nextGeneration() *Supervisor {
 	return gen
 }
 
-// lost is called by a ready generation when one of its workers is lost.
-// A worker lost from the serving generation ends the service, with exit
-// status 1 in the front end, and cuts a reload short; one of a retiring
-// generation is not lost, since that generation is on its way out.
+// lost is called by a ready generation when one of its workers is lost,
+// after that generation has begun to stop. A worker lost from the serving
+// generation ends the service, with exit status 1 in the front end. One
+// of a retiring generation is not lost: that generation is on its way
+// out. One of a generation not yet serving fails its Start or Reload,
+// which look for it before they serve it (serve, promote), under the same
+// lock, so every loss is seen by exactly one of the three.
 func (v *Service) lost(gen *Supervisor, err error) {
 	v.mu.Lock()
 	if gen != v.serving {
 		v.mu.Unlock()
 		return
 	}
-	if !v.stopping {
-		v.stopping = true
-		v.notify("STATUS="+err.Error(), "STOPPING=1")
-	}
-	if v.cancelReload != nil {
-		v.cancelReload()
+	if v.lostErr == nil {
+		v.lostErr = err
 	}
 	v.mu.Unlock()
-	v.closeListener()
+	v.end(err)
 }
 
-// watch ends the service when gen ends on its own while it serves, after a
-// lost worker, once a reload in progress and a retiring generation are
-// gone too. A generation that ends because it retired, or because Stop
-// stopped it, ends nothing here.
-func (v *Service) watch(gen *Supervisor) {
-	err := gen.Wait()
+// end begins the end of the service, once: STOPPING=1 (with the lost
+// worker as STATUS, if one ended it), then the stop goroutine.
+func (v *Service) end(lost error) {
 	v.mu.Lock()
-	mine := gen == v.serving && !v.stopAsked
-	reloadDone, old := v.reloadDone, v.retiring
+	if !v.stopping {
+		v.stopping = true
+		status := ""
+		if lost != nil {
+			status = "STATUS=" + lost.Error()
+		}
+		v.notify(status, "STOPPING=1")
+	}
 	v.mu.Unlock()
-	if !mine {
-		return
-	}
-	if reloadDone != nil {
-		<-reloadDone
-	}
-	if old != nil {
-		old.Wait()
-	}
-	v.finish(err)
+	v.endOnce.Do(func() { go v.stop() })
 }
 
 // Stop ends the service and blocks until every worker is reaped or the
-// final deadline has passed. A Start in progress is cancelled, so its
-// generation rolls back; a ready generation drains. Cancelling ctx skips
-// the rest of the drain. Stop is safe to call more than once and from
-// several goroutines; each call returns how the service ended.
+// final deadline has passed. A Start or a Reload in progress is
+// cancelled, so its new generation rolls back; the serving and a retiring
+// generation drain. Cancelling ctx skips the rest of every drain, even of
+// an end a lost worker began. Stop is safe to call more than once and
+// from several goroutines; each call returns how the service ended.
 func (v *Service) Stop(ctx context.Context) error {
-	v.stopOnce.Do(func() { go v.stop(ctx) })
+	unhook := context.AfterFunc(ctx, v.cut)
+	defer unhook()
+	v.end(nil)
 	<-v.done
 	return v.err
 }
 
-// stop is the body of the first Stop.
-func (v *Service) stop(ctx context.Context) {
+// stop is the end's goroutine. It ends with the serving generation's
+// result, the loss that began the end, and a survivor of the retiring
+// generation, if any: a retiring generation's lost worker is not the
+// service's failure.
+func (v *Service) stop() {
 	v.mu.Lock()
-	if !v.stopping {
-		v.stopping = true
-		v.notify("STOPPING=1")
-	}
-	v.stopAsked = true
 	cancel, startDone := v.cancelStart, v.startDone
 	cancelReload, reloadDone := v.cancelReload, v.reloadDone
 	v.mu.Unlock()
@@ -223,8 +252,8 @@ func (v *Service) stop(ctx context.Context) {
 		cancel()
 		<-startDone
 	}
-	// A reload's new generation rolls back first; then the serving one
-	// stops, and a retiring one finishes its retirement.
+	// A reload's new generation rolls back (or, ready already, becomes
+	// the serving one); then the serving and a retiring one stop.
 	if cancelReload != nil {
 		cancelReload()
 		<-reloadDone
@@ -234,18 +263,25 @@ func (v *Service) stop(ctx context.Context) {
 	// listener nobody will accept on.
 	v.closeListener()
 	v.mu.Lock()
-	gen, old := v.serving, v.retiring
+	gen, old, lost := v.serving, v.retiring, v.lostErr
 	v.mu.Unlock()
 	var oldErr error
 	var retired sync.WaitGroup
 	if old != nil {
-		retired.Go(func() { oldErr = old.Stop(ctx) })
+		retired.Go(func() {
+			if err := old.Stop(v.hurry); errors.Is(err, errSurvived) {
+				oldErr = err
+			}
+		})
 	}
 	var err error
 	if gen != nil {
-		err = gen.Stop(ctx)
+		err = gen.Stop(v.hurry)
 	}
 	retired.Wait()
+	if lost != nil && !errors.Is(err, lost) {
+		err = errors.Join(lost, err)
+	}
 	v.finish(errors.Join(err, oldErr))
 }
 
@@ -257,10 +293,11 @@ func (v *Service) Wait() error {
 }
 
 // finish records how the service ended and releases the listener; only
-// the first call counts.
+// the first call counts (a failed Start's, or stop's).
 func (v *Service) finish(err error) {
 	v.finishOnce.Do(func() {
 		v.closeListener()
+		v.cut()
 		v.err = err
 		close(v.done)
 	})

@@ -55,7 +55,8 @@ type Supervisor struct {
 	log  *slog.Logger
 	seam procSeam
 	// onLost, when set, is called once with the error when a worker of the
-	// ready generation is lost, as the generation begins to stop.
+	// ready generation is lost, once the generation has begun to stop
+	// because of it (so lostErr already reports it).
 	onLost func(error)
 
 	startedAt time.Time
@@ -207,6 +208,15 @@ func (s *Supervisor) sendTicketKeys(keys [][]byte) {
 	}
 }
 
+// lostErr returns the cause of the generation's stop, or nil. After a
+// successful Start the only cause is a worker lost after ready, before
+// any other stop began.
+func (s *Supervisor) lostErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
 // pids returns the workers' process ids, in index order.
 func (s *Supervisor) pids() []int {
 	pids := make([]int, len(s.procs))
@@ -300,25 +310,30 @@ func (s *Supervisor) observe(ev event) {
 		reason = ev.err.Error()
 	}
 	lost := &workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err}
+	if !s.beginStop(fmt.Errorf("generation lost %w", lost), s.cfg.DrainTimeout) {
+		return // a stop began meanwhile: it reports each worker's exit
+	}
 	s.log.Error("worker lost", "worker", p.index, "pid", p.pid, "reason", reason)
 	if s.onLost != nil {
 		s.onLost(lost)
 	}
-	s.beginStop(fmt.Errorf("generation lost %w", lost), s.cfg.DrainTimeout)
 }
 
-// beginStop starts the stop path once; later calls do nothing. cause is
-// the reason the generation ends (nil for a requested stop) and drain how
-// long workers get before they are terminated: 0 for a rollback before
-// commit, whose workers have no requests to finish.
-func (s *Supervisor) beginStop(cause error, drain time.Duration) {
+// beginStop starts the stop path once and reports whether this call
+// started it; later calls do nothing. cause is the reason the generation
+// ends (nil for a requested stop) and drain how long workers get before
+// they are terminated: 0 for a rollback before commit, whose workers have
+// no requests to finish.
+func (s *Supervisor) beginStop(cause error, drain time.Duration) (began bool) {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
 		s.stopping = true
 		s.lost = cause
 		s.mu.Unlock()
 		go s.stop(drain)
+		began = true
 	})
+	return began
 }
 
 // skipDrain makes a running stop terminate survivors now.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# model/check.sh -- model-check model/lifecycle.pml with spin.
+# model/check.sh -- model-check model/lifecycle.pml and model/reload.pml
+# with spin.
 #
-# For N = 2 and N = 3 workers it runs exhaustive searches (no bitstate, no
-# hash compaction):
+# lifecycle.pml (one generation): for N = 2 and N = 3 workers it runs
+# exhaustive searches (no bitstate, no hash compaction):
 #   safety+deadlock  assertions and invalid end states
 #   no_cycles        the state graph has no cycle at all, so every run ends
 #                    in a state where nothing can move (the model's
@@ -11,6 +12,12 @@
 # Then it breaks a copy of the model on purpose (the parent commits before
 # the prepared quorum) and requires spin to report property 1 violated.
 #
+# reload.pml (the sequence of generations, N = 2): the same kinds of
+# search in three configurations (see reload_configs below), then three
+# broken copies -- the serving generation retired as the new one starts,
+# a reload that does not wait for a retiring generation, SIGHUPs that do
+# not coalesce -- each of which spin must catch by its assertion.
+#
 # Any error, counterexample or incomplete search fails the script. Files
 # pan writes stay in a temporary directory. JOBS (default 2) searches run
 # at once.
@@ -18,6 +25,20 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 model="$here/lifecycle.pml"
+reload_model="$here/reload.pml"
+# reload.pml's configurations: name, spin -D flags, and its searches
+# (safety, no_cycles, or an ltl name). A: two reloads, so one waits for a
+# retiring generation, with a faulty worker; B: one reload, a faulty
+# worker and the operator's stop at any moment; C: two reloads and the
+# parent's death at any moment. Every configuration has the assertions
+# (R1-R7) in its safety search; no_cycles runs once, on B, since every
+# loop of the model is bounded the same way in each.
+reload_configs=(
+	"A|-DHUPS=2 -DFAULTY=1|safety lost_ends"
+	"B|-DHUPS=1 -DFAULTY=1 -DSTOP|safety no_cycles no_early_accept stop_ends lost_ends"
+	"C|-DHUPS=2 -DFAULTY=0 -DDEATH|safety orphans_end"
+)
+reload_safety_ltl="no_early_accept"
 depth=100000        # pan -m; the searches reach depth ~260
 safety_ltl="no_early_accept start_ok_all_ready"   # [] p: a safety search suffices
 liveness_ltl="start_returns stop_ends orphans_end lost_worker_stops"
@@ -69,6 +90,41 @@ done
 (cd "$b" && spin -a -DN=2 early.pml >spin.out)
 (cd "$b/claim" && spin -a -DN=2 early.pml >spin.out)
 
+# reload.pml: each configuration, and the broken copies. break_reload
+# NAME FROM TO writes the copy with the one occurrence of FROM replaced.
+for c in "${reload_configs[@]}"; do
+	IFS='|' read -r name defs _ <<<"$c"
+	mkdir -p "$work/r$name"
+	cp "$reload_model" "$work/r$name/reload.pml"
+	(cd "$work/r$name" && spin -a $defs reload.pml >spin.out)
+done
+break_reload() {
+	local d="$work/rb-$1"
+	mkdir -p "$d"
+	if ! python3 - "$reload_model" "$d/reload.pml" "$2" "$3" <<'PY'
+import sys
+src, dst, old, new = sys.argv[1:]
+s = open(src).read()
+if s.count(old) != 1:
+    sys.exit("the line to break occurs %d times" % s.count(old))
+open(dst, "w").write(s.replace(old, new))
+PY
+	then
+		echo "FAIL  reload.pml: the broken variant $1 does not apply"
+		exit 1
+	fi
+	(cd "$d" && spin -a $4 reload.pml >spin.out)
+}
+# the serving generation retired as the next one starts: R1
+break_reload early ':: atomic { !svc_stopping -> gen = ngens; ngens++ }' \
+	':: atomic { !svc_stopping -> gen = ngens; ngens++; beginStop(serving) }' "-DHUPS=1 -DFAULTY=0"
+# a reload that does not wait for the retiring generation: R4
+break_reload nowait $':: old != NONE -> g_done[old]\n\t\t\t:: old != NONE && svc_stopping' \
+	$':: old != NONE -> skip\n\t\t\t:: old != NONE && svc_stopping' "-DHUPS=2 -DFAULTY=0"
+# every SIGHUP queued, none coalesced: R6
+break_reload nocoalesce ':: else -> skip                   /* coalesced */' \
+	':: else -> hup_pending++' "-DHUPS=2 -DFAULTY=0"
+
 for n in 2 3; do
 	bg "$work/n$n" cc_safety.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan_safety pan.c
 	bg "$work/n$n" cc_np.log $cc -O2 -w -DNP -DNOCLAIM -o pan_np pan.c
@@ -77,7 +133,28 @@ for n in 2 3; do
 done
 bg "$b" cc.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan pan.c
 bg "$b/claim" cc.log $cc -O2 -w -DSAFETY -o pan pan.c
+for c in "${reload_configs[@]}"; do
+	IFS='|' read -r name _ _ <<<"$c"
+	d="$work/r$name"
+	bg "$d" cc_safety.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan_safety pan.c
+	bg "$d" cc_np.log $cc -O2 -w -DNP -DNOCLAIM -o pan_np pan.c
+	bg "$d" cc_claim_safety.log $cc -O2 -w -DSAFETY -o pan_claim_safety pan.c
+	bg "$d" cc_claim.log $cc -O2 -w -o pan_claim pan.c
+done
+for v in early nowait nocoalesce; do
+	bg "$work/rb-$v" cc.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan pan.c
+done
 wait
+for c in "${reload_configs[@]}"; do
+	IFS='|' read -r name _ _ <<<"$c"
+	for f in pan_safety pan_np pan_claim_safety pan_claim; do
+		if [ ! -x "$work/r$name/$f" ]; then
+			echo "FAIL  could not compile reload.pml ($name) $f:"
+			cat "$work/r$name"/cc*.log
+			exit 1
+		fi
+	done
+done
 for f in "$work"/n2/pan_safety "$work"/n2/pan_np "$work"/n2/pan_claim_safety "$work"/n2/pan_claim \
 	"$work"/n3/pan_safety "$work"/n3/pan_np "$work"/n3/pan_claim_safety "$work"/n3/pan_claim \
 	"$b/pan" "$b/claim/pan"; do
@@ -89,7 +166,28 @@ for f in "$work"/n2/pan_safety "$work"/n2/pan_np "$work"/n2/pan_claim_safety "$w
 done
 
 # --------------------------------------------------------------- search
-checks=()   # "N name log" in report order
+checks=()   # "dir label log" in report order
+# reload.pml's searches first: the longest of all are among them.
+for c in "${reload_configs[@]}"; do
+	IFS='|' read -r name _ searches <<<"$c"
+	d="$work/r$name"
+	for p in $searches; do
+		case $p in
+		safety) bg "$d" safety.log ./pan_safety -m$depth ;;
+		no_cycles) bg "$d" no_cycles.log ./pan_np -l -m$depth ;;
+		*)
+			if [[ " $reload_safety_ltl " == *" $p "* ]]; then
+				bg "$d" "$p.log" ./pan_claim_safety -m$depth -N "$p"
+			else
+				bg "$d" "$p.log" ./pan_claim -a -m$depth -N "$p"
+			fi
+			;;
+		esac
+	done
+done
+for v in early nowait nocoalesce; do
+	bg "$work/rb-$v" pan.log ./pan -m$depth
+done
 for n in 3 2; do            # the big ones first, to keep both cores busy
 	d="$work/n$n"
 	bg "$d" no_cycles.log ./pan_np -l -m$depth
@@ -101,15 +199,25 @@ bg "$b" pan.log ./pan -m$depth
 bg "$b/claim" pan.log ./pan -m$depth -N no_early_accept
 wait
 for n in 2 3; do
-	checks+=("$n safety+deadlock safety.log" "$n no_cycles no_cycles.log")
-	for p in $safety_ltl $liveness_ltl; do checks+=("$n ltl_$p $p.log"); done
+	checks+=("n$n|N=$n safety+deadlock|safety.log" "n$n|N=$n no cycles|no_cycles.log")
+	for p in $safety_ltl $liveness_ltl; do checks+=("n$n|N=$n ltl $p|$p.log"); done
+done
+for c in "${reload_configs[@]}"; do
+	IFS='|' read -r name _ searches <<<"$c"
+	for p in $searches; do
+		case $p in
+		safety) checks+=("r$name|reload $name safety+deadlock|safety.log") ;;
+		no_cycles) checks+=("r$name|reload $name no cycles|no_cycles.log") ;;
+		*) checks+=("r$name|reload $name ltl $p|$p.log") ;;
+		esac
+	done
 done
 
 # --------------------------------------------------------------- report
 failed=0
 for c in "${checks[@]}"; do
-	read -r n name logname <<<"$c"
-	log="$work/n$n/$logname"
+	IFS='|' read -r dir label logname <<<"$c"
+	log="$work/$dir/$logname"
 	problems=""
 	grep -Eq 'errors: 0$' "$log" || problems+=" no 'errors: 0'"
 	grep -Eq 'errors: [1-9]' "$log" && problems+=" errors reported"
@@ -121,11 +229,10 @@ for c in "${checks[@]}"; do
 	states=$(awk '/states, stored/ {print $1; exit}' "$log")
 	reached=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$log" | head -1)
 	secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' "$log" | head -1)
-	label="N=$n ${name/_/ }"
 	if [ -z "$problems" ]; then
-		printf 'ok    %-28s states %9s  depth %3s  %6ss\n' "$label" "${states:-?}" "${reached:-?}" "${secs:-?}"
+		printf 'ok    %-34s states %9s  depth %3s  %6ss\n' "$label" "${states:-?}" "${reached:-?}" "${secs:-?}"
 	else
-		printf 'FAIL  %-28s%s\n' "$label" "$problems"
+		printf 'FAIL  %-34s%s\n' "$label" "$problems"
 		sed 's/^/    | /' "$log" | head -40
 		failed=1
 	fi
@@ -155,6 +262,22 @@ if [ "$caught" -eq 1 ]; then
 else
 	failed=1
 fi
+
+# reload.pml's broken copies: each must fail the assertion of its property.
+for v in "early|R1|successor|the serving generation retired before the new one was ready" \
+	"nowait|R4|nspawned|a reload that did not wait for the retiring generation" \
+	"nocoalesce|R6|hups_since|SIGHUPs that did not coalesce"; do
+	IFS='|' read -r name prop marker what <<<"$v"
+	log="$work/rb-$name/pan.log"
+	if grep -Eq 'errors: [1-9]' "$log" && grep -E '^pan:1: assertion violated' "$log" | grep -q "$marker"; then
+		printf 'ok    %-34s spin reports %s violated (%s)\n' "broken: reload $name" "$prop" \
+			"$(grep -Eo 'at depth [0-9]+' "$log" | head -1)"
+	else
+		printf 'FAIL  %-34s %s went unnoticed\n' "broken: reload $name" "$what"
+		sed 's/^/    | /' "$log" | head -20
+		failed=1
+	fi
+done
 
 echo "total $(($(date +%s) - start))s"
 if [ "$failed" -ne 0 ]; then
