@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"time"
 )
 
 // App is a program servery serves: the Go counterpart of the design
@@ -28,6 +29,14 @@ import (
 // copies of every global, cache and connection pool, as there are N Python
 // interpreters under a multi-process WSGI server. Budgets an App sizes
 // itself (a cache, a pool) should be divided by Worker.Count.
+//
+// A reload (SIGHUP, or Service.Reload) runs Start again for the next
+// generation, and Stop for the one it replaces. With workers they are new
+// processes. In direct mode (-workers 1) they run in the one process,
+// while the previous handler still serves: the new Start overlaps the old
+// handler's last requests, and the old Stop runs after them. So state a
+// Start builds belongs to the handler it returns, not to package globals
+// that the next Start would overwrite or the old Stop would close.
 type App struct {
 	// Check runs once in the parent, after the command line is parsed and
 	// before anything is bound or started. An error is a usage error: it
@@ -38,17 +47,22 @@ type App struct {
 	// Start runs in every worker before it reports prepared, and in the
 	// process itself in direct mode (-workers 1). It builds what the
 	// worker serves and returns its handler. ctx ends at the startup
-	// deadline (-startup-timeout). An error, a panic, or a Start that
-	// outlives the deadline fails the worker, and the whole generation is
-	// rolled back: no worker of it ever answers a request. The error is
-	// reported by the parent with the worker's index and pid.
+	// deadline (-startup-timeout). An error, a panic, or a Start still
+	// running at the deadline fails the worker, and the whole generation
+	// is rolled back: no worker of it ever answers a request. The error is
+	// reported by the parent with the worker's index and pid. A Start
+	// that ignores ctx is not waited for past the deadline; should it
+	// return a handler later, Stop releases it.
 	Start func(ctx context.Context, w Worker) (http.Handler, error)
 
 	// Stop runs in every worker after its drain, with the handler its
 	// Start returned, to release what Start built. ctx ends when the stop
-	// runs out of time: at the drain deadline's SIGTERM, or at the force
-	// deadline. An error, or a panic, is logged and the worker exits 1,
-	// which the parent logs as an unclean exit. Stop may be nil.
+	// should hurry: at the drain deadline's SIGTERM (or a second signal),
+	// or at the force deadline. A Stop still running at the force
+	// deadline is killed with its worker; in direct mode it is no longer
+	// waited for, and fails. An error or a panic is logged, the worker
+	// exits 1 and reports it, and the stop of its generation fails with
+	// it: servery exits 1, as in direct mode. Stop may be nil.
 	Stop func(ctx context.Context, h http.Handler) error
 }
 
@@ -62,10 +76,44 @@ type Worker struct {
 	Log                      *slog.Logger
 }
 
-// startApp runs app.Start, turning a panic into an error so that an App
+// startApp runs app.Start and returns its handler, or an error if Start
+// failed, panicked, returned no handler or was still running when ctx
+// ended. It waits for Start no longer than ctx: in a worker the parent
+// would kill it anyway, but in direct mode nothing else bounds the
+// startup, and a stop must not wait behind a reload's Start. A Start left
+// running is released by Stop if it returns a handler after all.
+func startApp(ctx context.Context, app App, w Worker) (http.Handler, error) {
+	type started struct {
+		h   http.Handler
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		h, err := callStart(ctx, app, w)
+		done <- started{h, err}
+	}()
+	select {
+	case r := <-done:
+		return r.h, r.err
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-done: // it returned at the deadline itself
+		return r.h, r.err
+	default:
+	}
+	go func() {
+		if r := <-done; r.err == nil {
+			stopApp(context.Background(), time.Time{}, app, r.h)
+		}
+	}()
+	return nil, fmt.Errorf("app start: still running: %w", context.Cause(ctx))
+}
+
+// callStart calls app.Start, turning a panic into an error so that an App
 // that panics while starting fails its worker like one that returns an
 // error, and a nil handler into an error too.
-func startApp(ctx context.Context, app App, w Worker) (h http.Handler, err error) {
+func callStart(ctx context.Context, app App, w Worker) (h http.Handler, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.Log.Error("app start panicked", "panic", p, "stack", string(debug.Stack()))
@@ -81,11 +129,33 @@ func startApp(ctx context.Context, app App, w Worker) (h http.Handler, err error
 	return h, nil
 }
 
-// stopApp runs app.Stop, if there is one, turning a panic into an error.
-func stopApp(ctx context.Context, app App, h http.Handler) (err error) {
+// stopApp runs app.Stop, if there is one, with ctx, and returns its
+// error, or an error if it panicked or was still running at deadline (the
+// force deadline; zero: no limit). ctx ending only asks Stop to hurry:
+// a quick Stop still finishes after a second signal. Past the deadline
+// it is not waited for, so a process that has to exit is not held by a
+// Stop that ignores its context.
+func stopApp(ctx context.Context, deadline time.Time, app App, h http.Handler) error {
 	if app.Stop == nil {
 		return nil
 	}
+	if deadline.IsZero() {
+		return callStop(ctx, app, h)
+	}
+	done := make(chan error, 1)
+	go func() { done <- callStop(ctx, app, h) }()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return errors.New("app stop: still running at the force deadline")
+	}
+}
+
+// callStop calls app.Stop, turning a panic into an error.
+func callStop(ctx context.Context, app App, h http.Handler) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("app stop panicked: %v", p)

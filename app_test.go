@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -28,9 +31,10 @@ const appEnv = "SERVERY_TEST_APP"
 func probeApp(fs *flag.FlagSet) App {
 	p := &probe{}
 	fs.StringVar(&p.marks, "marks", "", "directory for marker files")
-	fs.StringVar(&p.startFault, "start-fault", "", "slow, fail or panic")
+	fs.StringVar(&p.startFault, "start-fault", "", "slow, fail, panic, or hang (ignoring its context)")
 	fs.IntVar(&p.faultWorker, "fault-worker", 0, "the worker whose start misbehaves")
-	fs.StringVar(&p.stopFault, "stop-fault", "", "hang")
+	fs.IntVar(&p.faultGeneration, "fault-generation", 0, "the generation whose start misbehaves; 0: every one")
+	fs.StringVar(&p.stopFault, "stop-fault", "", "hang, or fail")
 	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes")
 	return App{Start: p.start, Stop: p.stop}
 }
@@ -38,7 +42,7 @@ func probeApp(fs *flag.FlagSet) App {
 // probe holds probeApp's flags.
 type probe struct {
 	marks, startFault, stopFault string
-	faultWorker                  int
+	faultWorker, faultGeneration int
 	slow                         time.Duration
 }
 
@@ -54,7 +58,7 @@ func (p *probe) mark(name string) {
 
 func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
 	p.mark(fmt.Sprintf("identity-%d-of-%d-gen-%d", w.Index, w.Count, w.Generation))
-	if w.Index == p.faultWorker {
+	if w.Index == p.faultWorker && (p.faultGeneration == 0 || w.Generation == p.faultGeneration) {
 		switch p.startFault {
 		case "slow":
 			time.Sleep(500 * time.Millisecond)
@@ -62,6 +66,8 @@ func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
 			return nil, errors.New("no database")
 		case "panic":
 			panic("invalid import")
+		case "hang":
+			select {} // ignores ctx
 		}
 	}
 	p.mark(fmt.Sprintf("started-%d", w.Index))
@@ -73,15 +79,21 @@ func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.p.mark(fmt.Sprintf("slow-begun-%d", h.w.Index))
 		time.Sleep(h.p.slow)
 		defer h.p.mark(fmt.Sprintf("slow-done-%d", h.w.Index))
+		defer h.p.mark(fmt.Sprintf("slow-done-gen-%d", h.w.Generation))
 	}
 	fmt.Fprintf(rw, "worker %d of %d", h.w.Index, h.w.Count)
 }
 
 func (p *probe) stop(ctx context.Context, h http.Handler) error {
-	if p.stopFault == "hang" {
+	switch p.stopFault {
+	case "hang":
 		select {} // ignores ctx: only the kill ends it
+	case "fail":
+		return errors.New("cannot flush the queue")
 	}
-	p.mark(fmt.Sprintf("stopped-%d", h.(*probeHandler).w.Index))
+	w := h.(*probeHandler).w
+	p.mark(fmt.Sprintf("stopped-%d", w.Index))
+	p.mark(fmt.Sprintf("stopped-gen-%d", w.Generation))
 	return nil
 }
 
@@ -222,4 +234,138 @@ func TestAppSeesWorkerIndexAndCount(t *testing.T) {
 			t.Errorf("no worker saw index %d of 3 in generation 7; marks: %v", i, entries)
 		}
 	}
+}
+
+// startProbeServery runs servery's main serving probeApp with args, and
+// a notify socket; it returns once servery serves.
+func startProbeServery(t *testing.T, ns *notifySocket, args ...string) (*servery, string) {
+	t.Helper()
+	marks := t.TempDir()
+	cmd := exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0", "-marks", marks}, args...)...)
+	cmd.Env = append(os.Environ(), mainEnv+"=1", appEnv+"=probe", "NOTIFY_SOCKET="+ns.path)
+	return launchServery(t, cmd), marks
+}
+
+// notifications collects what ns receives until servery exits.
+func (ns *notifySocket) until(s *servery) []string {
+	var got []string
+	for {
+		select {
+		case d := <-ns.got:
+			got = append(got, d.text)
+		case <-s.exited:
+			for {
+				select {
+				case d := <-ns.got:
+					got = append(got, d.text)
+				case <-time.After(100 * time.Millisecond):
+					return got
+				}
+			}
+		}
+	}
+}
+
+func TestDirectStartupTimeoutHoldsWhenStartIgnoresIt(t *testing.T) {
+	marks := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-marks", marks, "-workers", "1",
+		"-start-fault", "hang", "-startup-timeout", "300ms")
+	cmd.Env = append(os.Environ(), mainEnv+"=1", appEnv+"=probe")
+	s := spawnServery(t, cmd)
+	if code := s.wait(10 * time.Second); code != exitFailure {
+		t.Errorf("exit status %d; want %d", code, exitFailure)
+	}
+	if !strings.Contains(s.logs(), "startup timeout after 300ms") {
+		t.Errorf("want the startup timeout named in the log:\n%s", s.logs())
+	}
+}
+
+func TestDirectReloadCutByAStopHoldsNothing(t *testing.T) {
+	ns := newNotifySocket(t)
+	s, _ := startProbeServery(t, ns, "-workers", "1", "-start-fault", "hang", "-fault-generation", "2",
+		"-drain-timeout", "1s", "-force-timeout", "2s")
+	if d := ns.next(t); !strings.Contains(d.text, "READY=1") {
+		t.Fatalf("first notification %q; want READY=1", d.text)
+	}
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg=reloading generation=2`)
+	s.signal(syscall.SIGTERM) // the reload's start never returns
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Errorf("exit status %d; want %d (a clean stop)", code, exitOK)
+	}
+	got := ns.until(s)
+	stopping := slices.IndexFunc(got, func(d string) bool { return strings.Contains(d, "STOPPING=1") })
+	if stopping < 0 {
+		t.Fatalf("notifications %q; want STOPPING=1", got)
+	}
+	for _, d := range got[stopping+1:] {
+		if strings.Contains(d, "READY=1") || strings.Contains(d, "RELOADING=1") {
+			t.Errorf("notifications %q: %q after STOPPING=1", got, d)
+		}
+	}
+	if !strings.Contains(s.logs(), `msg="reload failed, still serving" generation=2`) {
+		t.Errorf("want the cut reload logged as failed:\n%s", s.logs())
+	}
+}
+
+func TestDirectReloadStopsTheOldHandlerAfterItsLastRequest(t *testing.T) {
+	ns := newNotifySocket(t)
+	s, marks := startProbeServery(t, ns, "-workers", "1", "-slow", "1s", "-drain-timeout", "5s", "-force-timeout", "8s")
+	answered := make(chan string, 1)
+	go func() {
+		code, body, err := get(s.addr, "/slow")
+		answered <- fmt.Sprint(code, " ", body, " ", err)
+	}()
+	waitFile(t, filepath.Join(marks, "slow-begun-0"))
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg=reloaded generation=2`)
+	s.signal(syscall.SIGTERM) // the stop comes while generation 1 still answers
+	if got := <-answered; !strings.HasPrefix(got, "200 worker 0") {
+		t.Errorf("the request on the replaced handler got %q; want it answered", got)
+	}
+	if code := s.wait(15 * time.Second); code != exitOK {
+		t.Errorf("exit status %d; want %d", code, exitOK)
+	}
+	done, ok1 := markTime(t, marks, "slow-done-gen-1")
+	stopped, ok2 := markTime(t, marks, "stopped-gen-1")
+	switch {
+	case !ok1 || !ok2:
+		t.Errorf("marks: request done %v, generation 1 stopped %v; want both", ok1, ok2)
+	case stopped.Before(done):
+		t.Errorf("generation 1's stop step ran %v before its last request finished", done.Sub(stopped))
+	}
+	if _, ok := markTime(t, marks, "stopped-gen-2"); !ok {
+		t.Error("generation 2's stop step did not run")
+	}
+}
+
+func TestAppStopFailureIsAnUncleanExit(t *testing.T) {
+	for _, workers := range []string{"1", "2"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			if workers != "1" {
+				skipWithoutWorkers(t)
+			}
+			ns := newNotifySocket(t)
+			s, _ := startProbeServery(t, ns, "-workers", workers, "-stop-fault", "fail")
+			s.signal(syscall.SIGTERM)
+			if code := s.wait(10 * time.Second); code != exitFailure {
+				t.Errorf("exit status %d; want %d", code, exitFailure)
+			}
+			if !strings.Contains(s.logs(), "cannot flush the queue") {
+				t.Errorf("want the stop step's error in the log:\n%s", s.logs())
+			}
+			s.assertNoWorkersLeft()
+		})
+	}
+}
+
+// waitFile waits until path exists.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s never appeared", path)
 }

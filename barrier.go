@@ -199,6 +199,13 @@ func (e *workerError) Unwrap() error { return e.Err }
 // errStartupTimeout is wrapped by Start's error when -startup-timeout passes.
 var errStartupTimeout = errors.New("startup timeout")
 
+// startupContext is ctx ended by -startup-timeout as well, with
+// errStartupTimeout as its cause: the barrier's, and an App start's in a
+// worker or in direct mode.
+func startupContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w after %v", errStartupTimeout, timeout))
+}
+
 // barrier runs startup over the started workers: it sends each its
 // configuration, waits until every worker has reported prepared, sends
 // commit to all of them, and waits until every worker has reported ready. It blocks until that completes or until the
@@ -209,8 +216,7 @@ var errStartupTimeout = errors.New("startup timeout")
 // prepared quorum, so an early worker cannot answer a request while a later
 // one can still fail to build its runtime.
 func (s *Supervisor) barrier(ctx context.Context) error {
-	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.StartupTimeout,
-		fmt.Errorf("%w after %v", errStartupTimeout, s.cfg.StartupTimeout))
+	ctx, cancel := startupContext(ctx, s.cfg.StartupTimeout)
 	defer cancel()
 	for _, p := range s.procs {
 		cfg := workerConfig{Index: p.index, Count: len(s.procs), Generation: s.cfg.Generation,

@@ -13,10 +13,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -49,8 +48,9 @@ func Main(app App) int {
 // App's flags.
 func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app App) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	fe := &frontEnd{log: log}
 	// First, so that no SIGHUP from now on ends the process.
-	reloads := watchHangups(log)
+	fe.reloads = watchHangups(fe)
 	cfg, err := parseConfig(args, stdout, appFlags, app.Check)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -73,12 +73,25 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
 		return exitFailure
 	}
-	stop, hurry := watchSignals(log)
-	n := newNotifier(log)
+	fe.stop, fe.hurry = watchSignals(fe)
+	fe.n = newNotifier(log)
 	if cfg.Workers == 1 {
-		return runDirect(cfg, app, ln, stop, hurry, reloads, n, log)
+		return runDirect(cfg, app, ln, fe)
 	}
-	return runSupervised(cfg, ln, stop, hurry, reloads, n, log)
+	return runSupervised(cfg, ln, fe)
+}
+
+// frontEnd is what the parent's front end hands the mode it runs: the
+// signals, the service manager and the log.
+type frontEnd struct {
+	stop    <-chan struct{} // closed by the first SIGINT or SIGTERM
+	hurry   context.Context // cancelled by the second: skip the rest of the drain
+	reloads *reloader       // SIGHUPs, coalesced
+	n       *notifier       // sd_notify
+	log     *slog.Logger
+	// generation is the serving generation's number, which the mode
+	// keeps, so the front end's own lines carry it too.
+	generation atomic.Int64
 }
 
 // listen returns the socket systemd passed, if any, or binds -addr. A
@@ -97,192 +110,60 @@ func listen(cfg *config, activated net.Listener, isActivated bool, log *slog.Log
 
 // watchSignals is the signal front end. The first SIGINT or SIGTERM closes
 // stop; the second cancels hurry, which skips the rest of the drain.
-func watchSignals(log *slog.Logger) (stop <-chan struct{}, hurry context.Context) {
+func watchSignals(fe *frontEnd) (stop <-chan struct{}, hurry context.Context) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	stopC := make(chan struct{})
 	hurry, cut := context.WithCancel(context.Background())
 	go func() {
 		sig := <-sigs
-		log.Info("stop requested", "signal", sig.String())
+		fe.log.Info("stop requested", "signal", sig.String(), "generation", fe.generation.Load())
 		close(stopC)
 		sig = <-sigs
-		log.Warn("second signal: skipping the rest of the drain", "signal", sig.String())
+		fe.log.Warn("second signal: skipping the rest of the drain", "signal", sig.String(), "generation", fe.generation.Load())
 		cut()
 	}()
 	return stopC, hurry
 }
 
-// runDirect serves app in this process until a signal, then drains and
-// runs the App's stop step within what is left of the force deadline. A
-// reload swaps in a newly built handler (directSwap).
-func runDirect(cfg *config, app App, ln net.Listener, stop <-chan struct{}, hurry context.Context, reloads *reloader, n *notifier, log *slog.Logger) int {
-	h, err := startDirect(context.Background(), cfg, app, 1, log)
-	if err != nil {
-		ln.Close()
-		log.Error("cannot build runtime", "err", err)
-		return exitFailure
-	}
-	apps := &directSwap{}
-	apps.current.Store(&directApp{h: h, generation: 1})
-	srv, err := newServer(cfg.Runtime, apps, log)
-	if err != nil {
-		ln.Close()
-		stopApp(context.Background(), app, h)
-		log.Error("cannot build runtime", "err", err)
-		return exitFailure
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.serve(ln) }()
-	var reloading sync.Mutex // held by a reload, then by the stop
-	reloadCtx, cancelReload := context.WithCancel(context.Background())
-	defer cancelReload()
-	go reloads.run(func() {
-		reloading.Lock()
-		defer reloading.Unlock()
-		reloadDirect(reloadCtx, cfg, app, srv, apps, n, log)
-	}, stop)
-	if cfg.TicketKeys != nil {
-		go rotateDirect(srv, cfg.TicketKeys, stop, log)
-	}
-	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", 1,
-		"ready_in", time.Since(processStart).Round(100*time.Microsecond))
-	n.notify("READY=1", "STATUS=serving with 1 worker (direct mode)")
-	select {
-	case err := <-served:
-		log.Error("serving stopped", "err", err)
-		return exitFailure
-	case <-stop:
-	}
-	n.notify("STOPPING=1")
-	began := time.Now()
-	cancelReload()
-	reloading.Lock() // a reload in progress gives up, and stops what it built
-	last := apps.current.Load()
-	h = last.h
-	err = srv.drain(hurry)
-	st := srv.stats()
-	log.Info("stopped", "generation", last.generation, "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
-	stopCtx, cancel := context.WithDeadline(hurry, began.Add(cfg.ForceTimeout))
-	defer cancel()
-	if err := stopApp(stopCtx, app, h); err != nil {
-		log.Error("app stop failed", "err", err)
-		return exitFailure
-	}
-	return exitOK
-}
-
-// rotateDirect rotates the direct mode's ticket keys every
-// ticketKeyRotation, as the Service does for workers, until stop closes.
-func rotateDirect(srv *server, keys *ticketKeys, stop <-chan struct{}, log *slog.Logger) {
-	t := time.NewTicker(ticketKeyRotation)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			if err := keys.rotate(); err != nil {
-				log.Error("ticket key rotation", "err", err)
-				continue
-			}
-			setTicketKeys(srv.tls, keys.current())
-			log.Info("ticket keys rotated")
-		case <-stop:
-			return
-		}
-	}
-}
-
-// startDirect runs the App's start step in this process, as worker 0 of 1
-// of generation, within the startup timeout.
-func startDirect(ctx context.Context, cfg *config, app App, generation int, log *slog.Logger) (http.Handler, error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.StartupTimeout)
-	defer cancel()
-	return startApp(ctx, app, Worker{Index: 0, Count: 1, Generation: generation, Log: log})
-}
-
-// reloadDirect is one direct-mode reload: it reads the TLS identity again
-// and starts the App again, and only if both succeed swaps them in and
-// stops the old App once its requests are done. Otherwise the old handler
-// and certificate keep serving, untouched. ctx ends when a stop begins.
-func reloadDirect(ctx context.Context, cfg *config, app App, srv *server, apps *directSwap, n *notifier, log *slog.Logger) {
-	cur := apps.current.Load()
-	gen := cur.generation + 1
-	n.notify("RELOADING=1", monotonicUsec())
-	log.Info("reloading", "generation", gen, "serving", cur.generation)
-	failed := func(err error) {
-		log.Error("reload failed, still serving", "generation", gen, "serving", cur.generation, "err", err)
-		n.notify("READY=1", fmt.Sprintf("STATUS=reload failed, generation %d still serving: %v", cur.generation, err))
-	}
-	id, err := cfg.reloadTLS()
-	if err != nil {
-		failed(err)
-		return
-	}
-	if id != nil {
-		if _, err := id.certificate(); err != nil {
-			failed(fmt.Errorf("-tls-cert: %w", err))
-			return
-		}
-	}
-	h, err := startDirect(ctx, cfg, app, gen, log)
-	if err == nil && ctx.Err() != nil {
-		stopApp(context.Background(), app, h)
-		err = ctx.Err()
-	}
-	if err != nil {
-		failed(err)
-		return
-	}
-	srv.setIdentity(id) // parsed above, so it cannot fail
-	drain, cancel := context.WithTimeout(ctx, cfg.Runtime.DrainTimeout)
-	defer cancel()
-	old, err := apps.swap(drain, &directApp{h: h, generation: gen})
-	log.Info("reloaded", "generation", gen, "retiring", old.generation)
-	n.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving (direct mode)", gen))
-	if err != nil {
-		log.Warn("old handler stopped with requests on it", "generation", old.generation, "err", err)
-	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), cfg.ForceTimeout-cfg.Runtime.DrainTimeout)
-	defer cancelStop()
-	if err := stopApp(stopCtx, app, old.h); err != nil {
-		log.Error("app stop failed", "generation", old.generation, "err", err)
-		return
-	}
-	log.Info("generation retired", "generation", old.generation)
-}
-
-// runSupervised runs the service's generation of workers until a signal
-// or a lost worker, then stops it.
-func runSupervised(cfg *config, ln net.Listener, stop <-chan struct{}, hurry context.Context, reloads *reloader, n *notifier, log *slog.Logger) int {
+// runSupervised runs the service's generations of workers until a signal
+// or a lost worker, then stops them.
+func runSupervised(cfg *config, ln net.Listener, fe *frontEnd) int {
+	log := fe.log
 	svc := newService(cfg.supervisor(), ln, log)
-	svc.notify = n.notify
+	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
 	svc.reloadTLS = cfg.reloadTLS
-	go reloads.run(func() {
-		if err := svc.Reload(context.Background()); errors.Is(err, errNotServing) {
-			log.Warn("reload ignored: not serving yet, or stopping")
+	fe.generation.Store(1)
+	go fe.reloads.run(func() {
+		err := svc.Reload(context.Background())
+		if errors.Is(err, errNotServing) {
+			log.Warn("reload ignored: not serving yet, or stopping", "generation", fe.generation.Load())
 		}
-	}, stop)
+		fe.generation.Store(int64(svc.servingGeneration()))
+	}, fe.stop)
 	go func() {
-		<-stop
-		svc.Stop(hurry) // a signal during startup cancels it
+		<-fe.stop
+		svc.Stop(fe.hurry) // a signal during startup cancels it
 	}()
 	if err := svc.Start(context.Background()); err != nil {
 		if errors.Is(err, context.Canceled) && !errors.Is(err, errSurvived) {
 			// The operator stopped a startup, and the rollback was clean.
-			log.Info("stopped during startup", "rolled_back", err)
+			log.Info("stopped during startup", "generation", 1, "rolled_back", err)
 			return exitOK
 		}
-		log.Error("not started", "err", err)
+		log.Error("not started", "generation", 1, "err", err)
 		return exitFailure
 	}
 	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", cfg.Workers,
 		"pids", fmt.Sprint(svc.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
-	if err := svc.Wait(); err != nil {
-		log.Error("stopped with error", "err", err)
+	err := svc.Wait()
+	gen := svc.servingGeneration()
+	if err != nil {
+		log.Error("stopped with error", "generation", gen, "err", err)
 		return exitFailure
 	}
-	log.Info("stopped")
+	log.Info("stopped", "generation", gen)
 	return exitOK
 }
 

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ const (
 	pidFileEnv    = "SERVERY_TEST_PIDFILE"    // where the grandchild fault records its child's pid
 	mainEnv       = "SERVERY_TEST_MAIN"       // run servery's main
 	grandchildEnv = "SERVERY_TEST_GRANDCHILD" // sleep, ignoring SIGTERM
+	gateEnv       = "SERVERY_TEST_GATE"       // a file: while it exists, the held-prepared fault holds its worker
 )
 
 func TestMain(m *testing.M) {
@@ -61,6 +63,14 @@ const (
 	faultDeaf         = "deaf"           // ignores the stdin EOF, honours SIGTERM
 	faultStubborn     = "stubborn"       // ignores SIGTERM and the stdin EOF
 	faultGrandchild   = "grandchild"     // stubborn, with a grandchild in its session
+	// faultHeldPrepared is a real worker until it is about to report
+	// prepared while the gate file exists: then it logs "holding prepared",
+	// waits until the gate is removed (a minute at most), ignoring SIGTERM
+	// meanwhile, and carries on. Workers that prepare before the test
+	// creates the gate (the first generation) are never held, so a test
+	// can hold one later generation in the middle of its barrier for as
+	// long as it likes.
+	faultHeldPrepared = "held-prepared"
 )
 
 // testWorker runs one worker process with fault injected; "" is the real
@@ -100,6 +110,10 @@ func testWorker(fault string) int {
 		wio.in = endless{os.Stdin}
 	case faultDeaf:
 		wio.in = endless{os.Stdin}
+	case faultHeldPrepared:
+		g := &gatedWriter{w: os.Stdout, gate: os.Getenv(gateEnv), log: log}
+		wio.out = g
+		wio.term = g.filter(wio.term)
 	default:
 		log.Error("unknown fault")
 		return 1
@@ -122,11 +136,12 @@ func testApp(fs *flag.FlagSet) App {
 	return newStaticApp(fs)
 }
 
-// runStatic is run with the static site's App, on flags of its own, so
-// tests can call it many times in one process.
+// runStatic is run with the test App (the static site, unless appEnv asks
+// for the probe), on flags of its own, so tests can call it many times in
+// one process.
 func runStatic(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("static", flag.ContinueOnError)
-	return run(args, stdout, stderr, fs, newStaticApp(fs))
+	return run(args, stdout, stderr, fs, testApp(fs))
 }
 
 // brokenWorker misbehaves without ever running the real worker.
@@ -209,6 +224,51 @@ func (d *delayedWriter) Write(b []byte) (int, error) {
 		time.Sleep(d.delay)
 	}
 	return d.w.Write(b)
+}
+
+// gatedWriter holds back the prepared message while the gate file exists.
+type gatedWriter struct {
+	w    io.Writer
+	gate string
+	log  *slog.Logger
+	held atomic.Bool
+}
+
+func (g *gatedWriter) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte(`"prepared"`)) && g.closed() {
+		g.held.Store(true)
+		g.log.Info("holding prepared", "pid", os.Getpid())
+		for deadline := time.Now().Add(time.Minute); g.closed() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		g.held.Store(false)
+	}
+	return g.w.Write(b)
+}
+
+// closed reports whether the gate file exists.
+func (g *gatedWriter) closed() bool {
+	_, err := os.Stat(g.gate)
+	return g.gate != "" && err == nil
+}
+
+// filter passes the SIGTERMs from in on, except those that arrive while
+// the prepared message is held, which it drops.
+func (g *gatedWriter) filter(in <-chan os.Signal) <-chan os.Signal {
+	out := make(chan os.Signal, 1)
+	go func() {
+		for sig := range in {
+			if g.held.Load() {
+				g.log.Info("SIGTERM ignored while holding prepared", "pid", os.Getpid())
+				continue
+			}
+			select {
+			case out <- sig:
+			default: // one is pending already
+			}
+		}
+	}()
+	return out
 }
 
 // endless reads like r until r ends, then blocks for ever: a worker that

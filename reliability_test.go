@@ -335,7 +335,7 @@ func TestWorkerKilledAfterReadyStopsGenerationCleanly(t *testing.T) {
 	logs := s.logs()
 	for _, re := range []string{
 		fmt.Sprintf(`level=ERROR msg="worker lost" generation=1 worker=1 pid=%d reason="exited: signal: killed"`, lost),
-		fmt.Sprintf(`level=ERROR msg="stopped with error" err="generation lost worker 1 \(pid %d\)`, lost),
+		fmt.Sprintf(`level=ERROR msg="stopped with error" generation=1 err="generation lost worker 1 \(pid %d\)`, lost),
 	} {
 		if !regexp.MustCompile(re).MatchString(logs) {
 			t.Errorf("no log line matching %s", re)

@@ -11,14 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
-	"sync/atomic"
 	"syscall"
-	"time"
 )
 
 // errNotServing is Reload's answer when there is no serving generation to
@@ -205,71 +201,26 @@ func (r *reloader) run(reload func(), stop <-chan struct{}) {
 // watchHangups turns SIGHUP into reload requests, so a hangup (a closed
 // terminal, or `systemctl reload`) never ends servery, which is Go's
 // default for it. It returns the reloader they feed.
-func watchHangups(log *slog.Logger) *reloader {
+func watchHangups(fe *frontEnd) *reloader {
 	r := newReloader()
 	hups := make(chan os.Signal, 1)
 	signal.Notify(hups, syscall.SIGHUP)
 	go func() {
 		for range hups {
-			log.Info("reload requested", "signal", "hangup")
+			fe.log.Info("reload requested", "signal", "hangup", "generation", fe.generation.Load())
 			r.request()
 		}
 	}()
 	return r
 }
 
-// directSwap is the direct mode's reload: one process has no second
-// generation to start, so it builds the App's handler again in-process,
-// with the TLS identity read again, and swaps them in only if both build;
-// otherwise the old ones stay. The listener, the http.Server and its
-// connections stay too, so nothing is refused or reset; every request is
-// answered whole by the handler that was current when it began, and the
-// old App is stopped once its last request has finished, within the drain
-// timeout. directSwap is the server's handler.
-type directSwap struct {
-	current atomic.Pointer[directApp]
-}
-
-// directApp is one build of the direct mode's handler and the number of
-// requests on it.
-type directApp struct {
-	h          http.Handler
-	generation int
-	inflight   atomic.Int64
-}
-
-func (d *directSwap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a := d.acquire()
-	defer a.inflight.Add(-1)
-	a.h.ServeHTTP(w, r)
-}
-
-// acquire returns the current app with the request counted on it. The
-// count is taken before the second look, so once swap has replaced an app,
-// no request can begin on it unseen.
-func (d *directSwap) acquire() *directApp {
-	for {
-		a := d.current.Load()
-		a.inflight.Add(1)
-		if d.current.Load() == a {
-			return a
-		}
-		a.inflight.Add(-1)
+// servingGeneration returns the serving generation's number, or 0 before
+// the first is ready.
+func (v *Service) servingGeneration() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.serving == nil {
+		return 0
 	}
-}
-
-// swap makes next current and blocks until no request is left on the app
-// it replaced, or ctx ends; it returns that app, to be stopped.
-func (d *directSwap) swap(ctx context.Context, next *directApp) (*directApp, error) {
-	old := d.current.Swap(next)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for old.inflight.Load() > 0 {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return old, fmt.Errorf("requests still on generation %d: %w", old.generation, ctx.Err())
-		}
-	}
-	return old, nil
+	return v.serving.cfg.Generation
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -507,25 +508,42 @@ func TestReloadTellsTheServiceManager(t *testing.T) {
 
 func TestParentSIGKILLDuringReloadLeavesNoOrphan(t *testing.T) {
 	skipWithoutWorkers(t)
-	for attempt, delay := range []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 0} {
-		s := startServery(t, "-dir", t.TempDir(), "-workers", "2", "-drain-timeout", "1s", "-force-timeout", "2s")
-		s.signal(syscall.SIGHUP)
-		time.Sleep(delay)
-		s.cmd.Process.Kill()
-		<-s.exited
-		began := strings.Contains(s.logs(), `msg="generation starting" generation=2`)
-		ready := strings.Contains(s.logs(), `msg="generation ready" generation=2`)
-		pids := s.workerPIDs()
-		for _, pid := range pids {
-			// Both generations' workers see EOF on stdin and leave on
-			// their own: before commit at once, after it by a drain.
-			if !waitGone(pid, 3*time.Second) {
-				t.Errorf("worker pid %d outlived its parent's SIGKILL during a reload", pid)
-			}
+	gate := filepath.Join(t.TempDir(), "gate")
+	s := startHeldServery(t, gate, "-dir", t.TempDir(), "-workers", "2", "-drain-timeout", "1s", "-force-timeout", "2s")
+	serving := generationPIDs(s, 1)
+	if len(serving) != 2 {
+		t.Fatalf("generation 1 workers %v; want 2", serving)
+	}
+	// The new generation's workers are slow to prepare: the reload stays
+	// in its barrier until the gate opens.
+	starting := holdNextGeneration(t, s, gate, 2, 2)
+	for _, pid := range append(slices.Clone(serving), starting...) {
+		if gone(pid) {
+			t.Fatalf("worker pid %d is gone before the kill; want both generations alive:\n%s", pid, s.logs())
 		}
-		if began && !ready && len(pids) > 2 {
-			return // the kill came in the middle of the reload, as wanted
+	}
+	s.cmd.Process.Kill()
+	<-s.exited
+	if logs := s.logs(); !strings.Contains(logs, `msg="generation starting" generation=2`) ||
+		strings.Contains(logs, `msg=committing generation=2`) || strings.Contains(logs, `msg=reloaded generation=2`) {
+		t.Fatalf("the kill did not land in the middle of the reload:\n%s", logs)
+	}
+	// The serving generation's workers see EOF on stdin and drain on
+	// their own.
+	for _, pid := range serving {
+		if !waitGone(pid, 10*time.Second) {
+			t.Errorf("serving worker pid %d outlived its parent's SIGKILL during a reload", pid)
 		}
-		t.Logf("attempt %d: kill after %v landed outside the reload (began %v, ready %v); again", attempt+1, delay, began, ready)
+	}
+	// The new generation's start step ends: its prepared message finds no
+	// parent, and its workers leave without ever accepting.
+	os.Remove(gate)
+	for _, pid := range starting {
+		if !waitGone(pid, 10*time.Second) {
+			t.Errorf("starting worker pid %d outlived its parent's SIGKILL during a reload", pid)
+		}
+	}
+	if !portRefusesWithin(s.addr, 2*time.Second) {
+		t.Errorf("port %s still accepts: a worker of either generation holds the listener", s.addr)
 	}
 }

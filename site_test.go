@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -315,27 +316,74 @@ func TestEveryResponseSaysNosniff(t *testing.T) {
 	}
 }
 
+// builtInTypes is what the README promises for each extension of its
+// built-in table, whatever the host's mime.types says.
+var builtInTypes = map[string]string{
+	"html": "text/html; charset=utf-8", "css": "text/css; charset=utf-8",
+	"js": "text/javascript; charset=utf-8", "mjs": "text/javascript; charset=utf-8",
+	"json": "application/json", "map": "application/json", "webmanifest": "application/manifest+json",
+	"txt": "text/plain; charset=utf-8", "xml": "application/xml", "svg": "image/svg+xml",
+	"png": "image/png", "jpg": "image/jpeg", "gif": "image/gif", "webp": "image/webp",
+	"avif": "image/avif", "ico": "image/vnd.microsoft.icon", "woff": "font/woff", "woff2": "font/woff2",
+	"wasm": "application/wasm", "pdf": "application/pdf", "mp4": "video/mp4", "webm": "video/webm",
+}
+
 func TestBuiltInTypesWinOverTheHostsMimeTypes(t *testing.T) {
-	// What a host's mime.types might say; the table must not care. With
-	// an empty host table the answer is the same, since these extensions
-	// are never looked up there.
-	mime.AddExtensionType(".woff2", "application/x-host-says-so")
-	want := map[string]string{
-		"f.woff2": "font/woff2", "f.woff": "font/woff", "site.webmanifest": "application/manifest+json",
-		"m.mjs": "text/javascript; charset=utf-8", "app.js.map": "application/json", "x.wasm": "application/wasm",
-		"i.avif": "image/avif", "i.webp": "image/webp", "i.svg": "image/svg+xml", "d.json": "application/json",
-		"r.txt": "text/plain; charset=utf-8", "p.html": "text/html; charset=utf-8", "s.css": "text/css; charset=utf-8",
-		"a.js": "text/javascript; charset=utf-8", "UPPER.JS": "text/javascript; charset=utf-8",
+	// The README's list and this test's table are the same set, so a type
+	// the README adds is checked too.
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
 	}
+	m := regexp.MustCompile(`\*\*Media types\*\* come from a built-in table for the web's types \(([^)]*)\)`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README no longer lists the built-in media types where this test looks")
+	}
+	promised := strings.Fields(strings.NewReplacer(",", " ", "\n", " ").Replace(string(m[1])))
+	for _, ext := range promised {
+		if _, ok := builtInTypes[ext]; !ok {
+			t.Errorf("the README promises .%s from the built-in table; add its type to builtInTypes", ext)
+		}
+	}
+	if len(promised) != len(builtInTypes) {
+		t.Errorf("the README promises %d built-in types %v; the test checks %d", len(promised), promised, len(builtInTypes))
+	}
+
+	// A host table that disagrees on every one of them. The mime package
+	// cannot empty the host's table, but it can contradict it: an
+	// extension served from the host's table, first or as a fallback
+	// because the built-in table lacks it, shows the host's answer here,
+	// so passing with this table means an empty one gives the same. The
+	// cleanup restores what the host had where it had anything (nothing
+	// else in the suite looks up the others).
+	for ext := range builtInTypes {
+		if prev := mime.TypeByExtension("." + ext); prev != "" {
+			t.Cleanup(func() { mime.AddExtensionType("."+ext, prev) })
+		}
+		if err := mime.AddExtensionType("."+ext, "application/x-host-says-"+ext); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	files := map[string]string{}
-	for name := range want {
-		files[name] = "content"
+	want := map[string]string{}
+	for ext, ctype := range builtInTypes {
+		// The lookup itself, with content that would sniff as something else.
+		for _, name := range []string{"f." + ext, "F." + strings.ToUpper(ext), "dir.v2/name." + ext} {
+			if got := contentType(name, strings.NewReader("%PDF-1.7 <html>")); got != ctype {
+				t.Errorf("contentType(%q) = %q; want the built-in %q", name, got, ctype)
+			}
+		}
+		files["f."+ext], want["/f."+ext] = "content", ctype
+		files["UPPER."+strings.ToUpper(ext)], want["/UPPER."+strings.ToUpper(ext)] = "content", ctype
 	}
+	files["app.js.map"], want["/app.js.map"] = "{}", "application/json"
+	// And through the handler, with and without the cache.
 	for _, cfg := range cacheConfigs {
 		h := newTestHandler(t, writeTreeDir(t, files), cfg.opts)
-		for name, ctype := range want {
-			if got := serve(h, "GET", "/"+name).Header().Get("Content-Type"); got != ctype {
-				t.Errorf("%s, %s: Content-Type %q; want %q", cfg.name, name, got, ctype)
+		for target, ctype := range want {
+			if got := serve(h, "GET", target).Header().Get("Content-Type"); got != ctype {
+				t.Errorf("%s, GET %s: Content-Type %q; want %q", cfg.name, target, got, ctype)
 			}
 		}
 	}

@@ -108,6 +108,10 @@ func newStaticHandler(dir string, opts staticOptions) (*staticHandler, error) {
 	}
 	if opts.Fallback != "" {
 		h.fallback = path.Clean("/" + opts.Fallback)[1:]
+		if err := fallbackIn(root, dir, h.fallback); err != nil {
+			root.Close()
+			return nil, err
+		}
 	}
 	if h.maxEntry > 0 {
 		h.cache = &staticCache{entries: make(map[string]*cacheEntry), budget: opts.CacheBytes}

@@ -98,12 +98,21 @@ func checkFallback(dir, p string) error {
 		return bad("dir", "%v", err)
 	}
 	defer root.Close()
-	fi, err := root.Stat(clean[1:])
+	return fallbackIn(root, dir, clean[1:])
+}
+
+// fallbackIn requires name, the cleaned -fallback without its leading
+// slash, to be a regular file in root, the -dir as opened. The parent
+// checks it at startup, and each worker again in the root it serves, so a
+// reload to a release without it fails instead of turning every route of
+// a single-page app into a 404.
+func fallbackIn(root *os.Root, dir, name string) error {
+	fi, err := root.Stat(name)
 	switch {
 	case err != nil:
-		return bad("fallback", "%s in -dir %s: %v", p, dir, err)
+		return bad("fallback", "/%s in -dir %s: %v", name, dir, err)
 	case !fi.Mode().IsRegular():
-		return bad("fallback", "%s in -dir %s is not a regular file", p, dir)
+		return bad("fallback", "/%s in -dir %s is not a regular file", name, dir)
 	}
 	return nil
 }

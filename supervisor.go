@@ -347,7 +347,7 @@ func (s *Supervisor) stop(drain time.Duration) {
 	err := s.escalate(began, drain)
 	s.release()
 	s.logCounters()
-	s.err = errors.Join(s.lost, err)
+	s.err = errors.Join(s.lost, err, s.appStopErrors())
 	if err != nil {
 		s.log.Error("stop failed", "err", err)
 	}
@@ -374,6 +374,26 @@ func (s *Supervisor) release() {
 	}
 	s.readers.Wait()
 }
+
+// appStopErrors names every worker whose App's stop step failed, as its
+// done message said: an unclean exit, which fails the stop as it fails
+// direct mode's.
+func (s *Supervisor) appStopErrors() error {
+	var errs []error
+	for _, p := range s.procs {
+		p.mu.Lock()
+		why := p.stopFailure
+		p.mu.Unlock()
+		if why != "" {
+			errs = append(errs, &workerError{Index: p.index, PID: p.pid, Reason: why, Err: errAppStop})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// errAppStop is wrapped by the error of a generation in which an App's
+// stop step failed.
+var errAppStop = errors.New("app stop failed")
 
 // logCounters logs each worker's final counters, so an operator sees how
 // connections spread across workers.
@@ -402,8 +422,9 @@ type workerProc struct {
 	status     error         // cmd.Wait's result; read after exited
 	readerDone chan struct{} // closed once its output is read to the end
 
-	mu    sync.Mutex
-	stats *workerStats
+	mu          sync.Mutex
+	stats       *workerStats
+	stopFailure string // the App's stop step failed: why
 }
 
 // event is one thing a worker did: a message, or an error that ends its
@@ -477,7 +498,7 @@ func (s *Supervisor) read(p *workerProc) {
 			return // the exit event from reap ends the stream
 		}
 		if err == nil && m.Type == msgDone {
-			p.setStats(m.Stats)
+			p.setDone(m.Stats, m.Reason)
 			continue
 		}
 		if !s.deliver(event{proc: p, msg: m, err: err}) || err != nil {
@@ -528,10 +549,12 @@ func (s *Supervisor) deliver(ev event) bool {
 	}
 }
 
-func (p *workerProc) setStats(st *workerStats) {
+// setDone records a worker's done message: its counters, and why its
+// App's stop step failed, if it did.
+func (p *workerProc) setDone(st *workerStats, stopFailure string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stats = st
+	p.stats, p.stopFailure = st, stopFailure
 }
 
 func (p *workerProc) getStats() *workerStats {

@@ -238,10 +238,13 @@ type workerIO struct {
 func runWorker(wio workerIO, app App) int {
 	in := newLineReader(wio.in)
 	out := &lineWriter{w: wio.out}
-	stopWatch := exitOnTermUntilServing(wio.term, wio.log)
-	rt, err := prepare(in, wio, app)
+	// The worker's logger gains its index and generation with its config.
+	var logp atomic.Pointer[slog.Logger]
+	logp.Store(wio.log)
+	stopWatch := exitOnTermUntilServing(wio.term, &logp)
+	rt, err := prepare(in, wio, app, &logp)
 	if err != nil {
-		wio.log.Error("worker failed", "err", err)
+		logp.Load().Error("worker failed", "err", err)
 		out.send(message{Type: msgFailed, Reason: err.Error()})
 		return 1
 	}
@@ -279,8 +282,9 @@ type workerRuntime struct {
 
 // prepare reads the config message, runs the App's start step within the
 // startup timeout, builds the server around its handler and adopts the
-// listener, accepting nothing yet.
-func prepare(in *lineReader, wio workerIO, app App) (*workerRuntime, error) {
+// listener, accepting nothing yet. Once it has the config it stores the
+// worker's logger in logp.
+func prepare(in *lineReader, wio workerIO, app App, logp *atomic.Pointer[slog.Logger]) (*workerRuntime, error) {
 	m, err := in.next()
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -291,7 +295,8 @@ func prepare(in *lineReader, wio workerIO, app App) (*workerRuntime, error) {
 	cfg := m.Config
 	rt := &workerRuntime{cfg: cfg, app: app,
 		log: wio.log.With("worker", cfg.Index, "pid", os.Getpid(), "generation", cfg.Generation)}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartupTimeout)
+	logp.Store(rt.log)
+	ctx, cancel := startupContext(context.Background(), cfg.StartupTimeout)
 	defer cancel()
 	rt.h, err = startApp(ctx, app, Worker{Index: cfg.Index, Count: cfg.Count, Generation: cfg.Generation, Log: rt.log})
 	if err != nil {
@@ -312,14 +317,14 @@ func prepare(in *lineReader, wio workerIO, app App) (*workerRuntime, error) {
 	return rt, nil
 }
 
-// stopApp runs the App's stop step and logs its failure; it reports
-// whether the step succeeded.
-func (rt *workerRuntime) stopApp(ctx context.Context) bool {
-	if err := stopApp(ctx, rt.app, rt.h); err != nil {
+// stopApp runs the App's stop step and logs its failure, which it
+// returns. The parent's deadlines bound it.
+func (rt *workerRuntime) stopApp(ctx context.Context) error {
+	err := stopApp(ctx, time.Time{}, rt.app, rt.h)
+	if err != nil {
 		rt.log.Error("app stop failed", "err", err)
-		return false
 	}
-	return true
+	return err
 }
 
 // readAll forwards messages from the parent until its stdin ends; the
@@ -346,13 +351,13 @@ func readAll(in *lineReader) <-chan message {
 // to drain, and a rollback should not wait on a slow prepare. stop returns
 // only once the watch has ended, so the worker never starts serving while
 // it might still exit.
-func exitOnTermUntilServing(term <-chan os.Signal, log *slog.Logger) (stop func()) {
+func exitOnTermUntilServing(term <-chan os.Signal, log *atomic.Pointer[slog.Logger]) (stop func()) {
 	serving, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		select {
 		case <-term:
-			log.Info("worker terminated before serving")
+			log.Load().Info("worker terminated before serving")
 			os.Exit(1)
 		case <-serving:
 		}
@@ -379,8 +384,9 @@ func awaitCommit(msgs <-chan message) (bool, error) {
 // serveUntilDrain serves until stdin ends (a stop, or the parent died) and
 // then drains; SIGTERM during the drain closes every connection at once.
 // The App's stop step runs after the drain, until SIGTERM or the force
-// deadline. It reports the counters in a done message and returns the
-// exit status: 1 if the drain was cut or the stop step failed.
+// deadline. It reports the counters, and the stop step's failure, in a
+// done message and returns the exit status: 1 if the drain was cut or the
+// stop step failed.
 func serveUntilDrain(rt *workerRuntime, out *lineWriter, msgs <-chan message, served <-chan error, term <-chan os.Signal) int {
 	hurry, cut := context.WithCancel(context.Background())
 	defer cut()
@@ -404,13 +410,18 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, msgs <-chan message, se
 	err := rt.srv.drain(hurry)
 	// The parent kills the worker at the force deadline; the stop step
 	// gets what is left until then, or until SIGTERM.
+	// No limit of our own: the parent kills the worker at the force deadline.
 	stopCtx, cancel := context.WithDeadline(hurry, began.Add(rt.cfg.ForceTimeout))
-	stopped := rt.stopApp(stopCtx)
+	stopErr := rt.stopApp(stopCtx)
 	cancel()
 	st := rt.srv.stats()
-	out.send(message{Type: msgDone, Stats: &st})
-	rt.log.Info("worker drained", "accepted", st.Accepted, "served", st.Served, "err", err, "app_stopped", stopped)
-	if err != nil || !stopped {
+	done := message{Type: msgDone, Stats: &st}
+	if stopErr != nil {
+		done.Reason = stopErr.Error()
+	}
+	out.send(done)
+	rt.log.Info("worker drained", "accepted", st.Accepted, "served", st.Served, "err", err, "app_stopped", stopErr == nil)
+	if err != nil || stopErr != nil {
 		return 1
 	}
 	return 0
@@ -427,7 +438,9 @@ func drainSignal(msgs <-chan message, srv *server, log *slog.Logger) <-chan stru
 			if m.Type == msgTicketKeys && srv.tls != nil {
 				if err := setTicketKeys(srv.tls, m.Keys); err != nil {
 					log.Warn("ticket keys", "err", err)
+					continue
 				}
+				log.Info("ticket keys installed", "keys", len(m.Keys))
 				continue
 			}
 			log.Warn("unexpected message after commit", "type", m.Type)
