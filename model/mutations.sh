@@ -18,8 +18,9 @@
 #
 # The working tree (tracked and untracked, not ignored files) is copied once
 # into a temporary directory and each mutant starts from that copy;
-# the repository itself is never touched. Mutants run one after another,
-# without -race, on the shared Go build cache. Test binaries live under the
+# the repository itself is never touched. The baseline runs alone; then
+# mutants run JOBS at a time (default 3), without -race, on the shared Go
+# build cache. Test binaries live under the
 # temporary directory, so any process left behind (a mutant can break the
 # very kill that cleans up, e.g. without Setsid) is found by that path and
 # killed by pid after each run. It prints a table (claim, mutation, tests,
@@ -36,13 +37,15 @@ unset NOTIFY_SOCKET LISTEN_PID LISTEN_FDS LISTEN_FDNAMES GOMAXPROCS
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/servery-mutations.XXXXXX")
 
-# leftovers lists processes running a test binary of this script.
-leftovers() { pgrep -f -- "$work/" || true; }
+# leftovers lists processes running a test binary under the path $1
+# (default: any of this script's).
+leftovers() { pgrep -f -- "${1:-$work/}" || true; }
 
-# reap kills, by pid, whatever a test run left behind, and says so.
+# reap NAME [PATH] kills, by pid, whatever a test run under PATH left
+# behind, and says so.
 reap() {
 	local pid left
-	left=$(leftovers)
+	left=$(leftovers "${2:-}")
 	[ -z "$left" ] && return 0
 	for pid in $left; do kill -KILL "$pid" 2>/dev/null || true; done
 	echo "      (killed $(echo "$left" | wc -w) leftover process(es) of $1)" >&2
@@ -220,7 +223,10 @@ mutant ready-stopping "READY=1 never follows STOPPING=1" \
 	"Start sends READY=1 even when a stop began meanwhile" \
 	"TestReadyIsNeverNotifiedAfterStopping"
 m_ready-stopping() {
-	edit service.go 'return nil // the Stop waiting for this Start stops gen' ''
+	edit service.go '	if v.stopping {
+		return nil
+	}
+	v.notify("READY=1"' '	v.notify("READY=1"'
 }
 
 mutant sidecar-stale "a sidecar older than its file is never served" \
@@ -285,6 +291,74 @@ mutant reload-drain "a retiring worker answers every connection it accepted" \
 	"TestReloadUnderLoadDropsNothing"
 m_reload-drain() {
 	edit drain.go '	srv.awaitClosed(ctx)' ''
+}
+
+mutant end-all "the end stops every generation, one promoted as it began included" \
+	"promote under a stop leaves the new generation out of the service" \
+	"TestServingWorkerLostAsAReloadBecomesReadyEndsTheService"
+m_end-all() {
+	edit reload.go '	old := v.serving
+	v.serving, v.retiring = gen, old
+	if v.stopping {
+		return errNotServing
+	}' '	if v.stopping {
+		return errNotServing
+	}
+	old := v.serving
+	v.serving, v.retiring = gen, old'
+}
+
+mutant promote-lost "a new generation that lost a worker before serving fails the reload" \
+	"promote ignores the new generation's lost worker" \
+	"TestReloadFailsIfItsGenerationLostAWorkerBeforeServing"
+m_promote-lost() {
+	edit reload.go '	if err := gen.lostErr(); err != nil {
+		return err
+	}
+	old := v.serving' '	old := v.serving'
+}
+
+mutant ticket-promote "a rotation during a reload reaches the new generation" \
+	"promote does not send the current ticket keys" \
+	"TestReloadHandsTheNewGenerationTheCurrentTicketKeys"
+m_ticket-promote() {
+	edit reload.go '	if v.keys != nil {
+		gen.sendTicketKeys(v.keys.current())
+	}' ''
+}
+
+mutant app-stop "an App's failed stop step is an unclean exit (exit 1)" \
+	"the workers' stop failures are left out of the generation's result" \
+	"TestAppStopFailureIsAnUncleanExit"
+m_app-stop() {
+	edit supervisor.go 's.err = errors.Join(s.lost, err, s.appStopErrors())' 's.err = errors.Join(s.lost, err)'
+}
+
+mutant start-deadline "an App start that ignores its context is not waited for" \
+	"startApp waits for Start whatever its context" \
+	"TestDirectStartupTimeoutHoldsWhenStartIgnoresIt"
+m_start-deadline() {
+	edit app.go '	case r := <-done:
+		return r.h, r.err
+	case <-ctx.Done():
+	}' '	case r := <-done:
+		return r.h, r.err
+	}'
+}
+
+mutant direct-retire "direct mode stops a replaced handler after its last request" \
+	"the replaced handler's requests are not waited for" \
+	"TestDirectReloadStopsTheOldHandlerAfterItsLastRequest"
+m_direct-retire() {
+	edit direct.go 'drain, cancel := context.WithTimeout(r.fe.hurry, r.cfg.Runtime.DrainTimeout)' \
+		'drain, cancel := context.WithTimeout(r.fe.hurry, 0)'
+}
+
+mutant notify-stopping "no READY=1 or RELOADING=1 follows STOPPING=1 (direct mode)" \
+	"the notifier sends whatever it is given" \
+	"TestDirectReloadCutByAStopHoldsNothing"
+m_notify-stopping() {
+	edit systemd.go 'if n.stopping && (slices.Contains(states, "READY=1")' 'if false && (slices.Contains(states, "READY=1")'
 }
 
 # ------------------------------------------------------------- helpers
@@ -372,50 +446,67 @@ fi
 echo "baseline: passed in $(($(date +%s) - start))s" >&2
 rm -rf "$mdir"
 
-failed=0
-results=()
-for name in "${selected[@]}"; do
+# run_mutant NAME: applies NAME's edits to a copy, runs its tests, kills
+# what they left behind, and writes the result to $work/NAME.result: a
+# first line "ok" or "FAIL", then the table cell.
+run_mutant() {
+	local name=$1 began status result by passed
 	began=$(date +%s)
 	mdir="$work/m-$name"
-	log="$work/$name.log"
+	local log="$work/$name.log"
 	cp -a "$pristine" "$mdir"
 	applied=1
 	"m_$name"
 	if [ "$applied" -ne 1 ]; then
-		result="mutation did not apply"
-		failed=1
-	else
-		status=0
-		run_tests "$mdir" "$log" "${runs_of[$name]}" ${tests_of[$name]} || status=$?
-		reap "$name"
-		case $status in
-		0)
-			result="NOT CAUGHT"
-			failed=1
-			;;
-		2)
-			result="mutation does not compile"
-			failed=1
-			sed 's/^/    | /' "$log" | head -20 >&2
-			;;
-		*)
-			# the top-level tests that failed (subtests are indented)
-			by=$(sed -n 's/^--- FAIL: \(Test[A-Za-z0-9_]*\) .*/\1/p' "$log" | paste -sd, - | sed 's/,/, /g')
-			if grep -q '^panic: test timed out' "$log"; then
-				result="caught (timed out)"
-			else
-				result="caught by ${by:-exit status $status}"
-			fi
-			if [ "${runs_of[$name]}" -gt 1 ]; then
-				passed=$(grep -c '^--- PASS: Test' "$log" || true)
-				result+=" (run $((passed + 1)) of up to ${runs_of[$name]})"
-			fi
-			;;
-		esac
+		printf 'FAIL\nmutation did not apply\n' >"$work/$name.result"
+		return
 	fi
+	status=0
+	run_tests "$mdir" "$log" "${runs_of[$name]}" ${tests_of[$name]} || status=$?
+	reap "$name" "$mdir/"
+	case $status in
+	0) result="FAIL"$'\n'"NOT CAUGHT" ;;
+	2)
+		result="FAIL"$'\n'"mutation does not compile"
+		sed 's/^/    | /' "$log" | head -20 >&2
+		;;
+	*)
+		# the top-level tests that failed (subtests are indented)
+		by=$(sed -n 's/^--- FAIL: \(Test[A-Za-z0-9_]*\) .*/\1/p' "$log" | paste -sd, - | sed 's/,/, /g')
+		if grep -q '^panic: test timed out' "$log"; then
+			result="caught (timed out)"
+		else
+			result="caught by ${by:-exit status $status}"
+		fi
+		if [ "${runs_of[$name]}" -gt 1 ]; then
+			passed=$(grep -c '^--- PASS: Test' "$log" || true)
+			result+=" (run $((passed + 1)) of up to ${runs_of[$name]})"
+		fi
+		result="ok"$'\n'"$result"
+		;;
+	esac
 	rm -rf "$mdir"
+	printf '%s\n' "$result" >"$work/$name.result"
+	echo "      $name: $(tail -n 1 "$work/$name.result"), $(($(date +%s) - began))s" >&2
+}
+
+# Mutants run JOBS at a time (default 3): most of a test's time is spent
+# waiting for deadlines, not computing. Each kills only what its own copy
+# left behind.
+jobs_max=${JOBS:-3}
+for name in "${selected[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+	run_mutant "$name" &
+done
+wait
+
+failed=0
+results=()
+for name in "${selected[@]}"; do
+	verdict=$(head -n 1 "$work/$name.result" 2>/dev/null || echo FAIL)
+	result=$(tail -n 1 "$work/$name.result" 2>/dev/null || echo "no result")
+	[ "$verdict" = ok ] || failed=1
 	results+=("$(row "${claim_of[$name]}" "$name: ${mutation_of[$name]}" "${tests_of[$name]// /, }" "$result")")
-	echo "      $name: $result, $(($(date +%s) - began))s" >&2
 done
 
 echo
