@@ -233,14 +233,8 @@ func (d *directSwap) swap(next *directApp) *directApp {
 
 // idle blocks until no request is left on a, or ctx ends.
 func (a *directApp) idle(ctx context.Context) error {
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for a.inflight.Load() > 0 {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return fmt.Errorf("requests still on generation %d: %w", a.generation, ctx.Err())
-		}
+	if err := pollUntil(ctx, 5*time.Millisecond, func() bool { return a.inflight.Load() == 0 }); err != nil {
+		return fmt.Errorf("requests still on generation %d: %w", a.generation, err)
 	}
 	return nil
 }

@@ -69,15 +69,24 @@ const closeGrace = time.Second
 func (srv *server) awaitClosed(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, closeGrace)
 	defer cancel()
-	tick := time.NewTicker(2 * time.Millisecond)
+	pollUntil(ctx, 2*time.Millisecond, func() bool { return srv.open.Load() == 0 })
+}
+
+// pollUntil blocks until done reports true, checked every interval, or
+// ctx ends; it returns ctx's error in that case. A drain polls counters
+// that every connection or request updates, rather than have each of them
+// signal: a drain is rare, requests are not.
+func pollUntil(ctx context.Context, interval time.Duration, done func() bool) error {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for srv.open.Load() > 0 {
+	for !done() {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		}
 	}
+	return nil
 }
 
 // escalate is the parent's stop: it blocks until every worker is reaped or

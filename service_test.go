@@ -92,6 +92,17 @@ func (h *serviceHarness) allPIDs() []int {
 	return pids
 }
 
+// shareTicketKeys gives the service a ticket keyring, as runSupervised
+// does with TLS, and its generations the keys.
+func (h *serviceHarness) shareTicketKeys() {
+	keys, err := newTicketKeys()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.svc.keys = keys
+	h.svc.cfg.Runtime.TicketKeys = keys.current()
+}
+
 // frozenSessionCache keeps the first session ticket it is given and offers
 // it for every later connection, so a test can try one ticket again and
 // again.
@@ -163,12 +174,7 @@ func TestTicketKeyRotationKeepsThePreviousKeyThenDropsIt(t *testing.T) {
 		c.Runtime.TLS = id
 		c.Args = []string{"-marks", t.TempDir()}
 	})
-	keys, err := newTicketKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.svc.keys = keys
-	h.svc.cfg.Runtime.TicketKeys = keys.current()
+	h.shareTicketKeys()
 	if err := h.svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -392,12 +398,7 @@ func TestReloadHandsTheNewGenerationTheCurrentTicketKeys(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
 	t.Setenv(gateEnv, gate)
 	h := newServiceHarness(t, 2, nil, func(c *supervisorConfig) { c.Runtime.TLS = id })
-	keys, err := newTicketKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.svc.keys = keys
-	h.svc.cfg.Runtime.TicketKeys = keys.current()
+	h.shareTicketKeys()
 	if err := h.svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # bench/run.sh: servery benchmark suite, end to end, in one command.
 #
-#   bash bench/run.sh            full run (about 12-18 minutes on 2 cores)
+#   bash bench/run.sh            full run (about 13-19 minutes on 2 cores)
 #   QUICK=1 bash bench/run.sh    smoke test (DUR=2s, TRIALS=1, 3 startup trials)
-#   SECTIONS=https bash bench/run.sh   only some sections (throughput,balance,startup,memory,https)
+#   SECTIONS=https bash bench/run.sh   only some sections (throughput,app,balance,startup,memory,https)
+#   SECTIONS=app bash bench/run.sh     the application workload (a vendored App writing
+#                                      1 KiB from memory, 1/2/4 workers) beside servery's
+#                                      static 1 KiB rows and bare net/http, one core
 #
 # Prints a Markdown report on stdout and saves it to bench/out/report.md;
 # raw wrk outputs and server logs go to bench/out/raw/. Progress goes to
@@ -39,7 +42,7 @@ SERVER_CPU=${SERVER_CPU:-0}  # one-core rows: server here ...
 WRK_CPU=${WRK_CPU:-1}        # ... and wrk here
 PAIR_CPUS=${PAIR_CPUS:-0-1}  # two-core rows: server and wrk both here
 STOP_WAIT=${STOP_WAIT:-20}   # seconds a server gets to exit after SIGTERM
-SECTIONS=${SECTIONS:-throughput,balance,startup,memory,https} # a subset runs only those
+SECTIONS=${SECTIONS:-throughput,app,balance,startup,memory,https} # a subset runs only those
 HTTPS_WORKERS=${HTTPS_WORKERS:-2} # https section: servery -workers N next to direct mode
 H2_CONNS=${H2_CONNS:-$CONNS}      # https section: h2load -c
 H2_STREAMS=${H2_STREAMS:-10}      # https section: h2load -m (concurrent streams per connection)
@@ -518,6 +521,110 @@ for p in baseline benchtool; do
 	(cd "$T/src/$p" && GOWORK=off GOFLAGS= go build -o "$T/bin/$p" .) >>"$T/logs/build.log" 2>&1 ||
 		die "building $p failed: $(cat "$T/logs/build.log")"
 done
+
+# The application workload (section "app"): servery vendored into a module
+# of its own by the README's steps ("Embedding your own handler
+# (vendoring)"), run literally as TestVendoredCopyServesItsOwnApp runs them,
+# with a main.go whose App serves one fixed reply held in memory. Built from
+# the working tree's sources as they are now, like servery itself, so
+# servery's own code carries no benchmark-only flag.
+#   app -body FILE [servery flags]: each worker's Start reads FILE once and
+#     answers GET /BASENAME with its bytes and the headers servery's static
+#     handler sends for it, precomputed and set by direct map assignment:
+#     the same reply and handler code as "baseline bare", run by servery.
+APP_HASH=""
+if want app; then
+	say "building the vendored app (README vendoring steps)"
+	mkdir -p "$T/src/app"
+	# (errexit does not apply left of ||: hence the &&.) The README's
+	# commands, as written there, run from the module's root.
+	(
+		cd "$T/src/app" &&
+			GOWORK=off GOFLAGS='' go mod init benchapp &&
+			SERVERY=$REPO bash -eu <<'STEPS'
+mkdir servery
+cp "$SERVERY"/*.go servery/
+rm servery/*_test.go servery/main.go
+sed -i.orig 's/^package main$/package servery/' servery/*.go
+rm servery/*.orig
+STEPS
+	) >>"$T/logs/build.log" 2>&1 || die "vendoring servery into the app failed: $(tail -20 "$T/logs/build.log")"
+	cat >"$T/src/app/main.go" <<'EOF'
+// benchapp: bench/run.sh's application workload, servery vendored by the
+// README's steps with an App whose handler writes a fixed reply held in
+// memory (the bytes of -body, read once by each worker's Start) with the
+// headers servery's static handler sends for it, all precomputed: the
+// handler of the bare net/http baseline, served by servery.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"benchapp/servery"
+)
+
+var bodyFile = flag.String("body", "", "`file` whose bytes GET /BASENAME answers with, read once by each worker at start")
+
+func main() {
+	// Code here runs in the parent and in every worker: only define flags.
+	os.Exit(servery.Main(servery.App{
+		Check: func() error {
+			if *bodyFile == "" {
+				return errors.New("-body is required")
+			}
+			_, err := os.Stat(*bodyFile)
+			return err
+		},
+		Start: func(ctx context.Context, w servery.Worker) (http.Handler, error) {
+			body, err := os.ReadFile(*bodyFile)
+			if err != nil {
+				return nil, err
+			}
+			name := filepath.Base(*bodyFile)
+			return reply("/"+name, body, `"servery-bench-`+name+`"`), nil
+		},
+	}))
+}
+
+// reply answers GET path with body and precomputed headers, anything else
+// with 404: the bare baseline's handler for one file.
+func reply(path string, body []byte, etag string) http.Handler {
+	var (
+		acceptRanges  = []string{"bytes"}
+		contentLength = []string{strconv.Itoa(len(body))}
+		contentType   = []string{"text/html; charset=utf-8"}
+		etags         = []string{etag}
+		lastModified  = []string{"Mon, 01 Jan 2024 00:00:00 GMT"}
+		vary          = []string{"Accept-Encoding"}
+	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			http.NotFound(w, r)
+			return
+		}
+		h := w.Header()
+		h["Accept-Ranges"] = acceptRanges
+		h["Content-Length"] = contentLength
+		h["Content-Type"] = contentType
+		h["Etag"] = etags
+		h["Last-Modified"] = lastModified
+		h["Vary"] = vary
+		w.WriteHeader(http.StatusOK)
+		w.Write(body)
+	})
+}
+EOF
+	(cd "$T/src/app" && GOWORK=off GOFLAGS='' go build -o "$T/bin/app" .) >>"$T/logs/build.log" 2>&1 ||
+		die "building the vendored app failed: $(tail -20 "$T/logs/build.log")"
+	APP_HASH=$(sha256sum "$T/bin/app" | cut -c1-12)
+fi
+
 "$T/bin/benchtool" gensite "$T/site"
 chmod 755 "$T/site"
 SITE=$T/site
@@ -634,6 +741,7 @@ server_cmd() {
 	nethttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/baseline" fileserver "127.0.0.1:$port" "$SITE" ;;
 	nethttp-default) printf '%s\n' "$T/bin/baseline" fileserver "127.0.0.1:$port" "$SITE" ;;
 	barehttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/baseline" bare "127.0.0.1:$port" "$SITE/1k.html" ;;
+	app) printf '%s\n' "$T/bin/app" -workers "$w" -body "$SITE/1k.html" -addr "127.0.0.1:$port" ;;
 	nginx) printf '%s\n' "$NGINX" -p "$T/nginx/" -e "$T/nginx/error.log" -c "$(nginx_conf "$w" "$port")" ;;
 	# HTTPS (section 5); every one with the same certificate and key.
 	servery-tls) printf '%s\n' "$T/bin/servery" -workers "$w" -dir "$SITE" -addr "127.0.0.1:$port" -tls-cert "$CERT" -tls-key "$KEY" ;;
@@ -890,6 +998,9 @@ md "| CPU | $(lscpu 2>/dev/null | awk -F: '/^Model name/ {gsub(/^[ \t]+/,"",$2);
 md "| nproc | $NPROC |"
 md "| go | $(go version | awk '{print $3, $4}') |"
 md "| servery | git $git_rev, sources sha256 $SRC_HASH, binary sha256 $BIN_HASH |"
+if want app; then
+	md "| app (section 1b) | the same sources vendored by the README's steps, with a main.go that writes 1 KiB from memory; binary sha256 $APP_HASH |"
+fi
 md "| wrk | $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}') |"
 md "| nginx | $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') |"
 if want https; then
@@ -903,9 +1014,9 @@ md "| load average at start | $(cut -d' ' -f1-3 /proc/loadavg) |"
 md ""
 
 # ---------------------------------------------------------------- 1. throughput
-if want throughput; then
+if want throughput || want app; then
 # id|label|kind|workers|server cpus|wrk cpus|wrk threads|group
-CONFIGS=(
+TP_STATIC=(
 	"s1|servery|servery|1|$SERVER_CPU|$WRK_CPU|1|A"
 	"s2|servery|servery|2|$SERVER_CPU|$WRK_CPU|1|A"
 	"s4|servery|servery|4|$SERVER_CPU|$WRK_CPU|1|A"
@@ -916,6 +1027,24 @@ CONFIGS=(
 	"h2p|net/http FileServer|nethttp|2|$PAIR_CPUS|$PAIR_CPUS|1|B"
 	"n2p|nginx|nginx|2|$PAIR_CPUS|$PAIR_CPUS|1|B"
 )
+# Section "app" (1b) adds its rows to the same round-robin, measured exactly
+# as group A. Without "throughput" the round-robin holds only the rows its
+# table compares them with: servery's static rows and bare net/http.
+if want throughput; then
+	CONFIGS=("${TP_STATIC[@]}")
+else
+	CONFIGS=()
+	for cfg in "${TP_STATIC[@]}"; do
+		case ${cfg%%|*} in s1 | s2 | s4 | b1) CONFIGS+=("$cfg") ;; esac
+	done
+fi
+if want app; then
+	CONFIGS+=(
+		"a1|servery app (1 KiB from memory)|app|1|$SERVER_CPU|$WRK_CPU|1|A"
+		"a2|servery app (1 KiB from memory)|app|2|$SERVER_CPU|$WRK_CPU|1|A"
+		"a4|servery app (1 KiB from memory)|app|4|$SERVER_CPU|$WRK_CPU|1|A"
+	)
+fi
 : >"$T/tp.tsv"
 : >"$T/tp-balance.tsv"
 ncfg=${#CONFIGS[@]}
@@ -945,7 +1074,7 @@ for trial in $(seq "$TRIALS"); do
 		((errs == 0)) || problem "tp-$id trial $trial: wrk reported $errs errors (socket errors + non-2xx)"
 		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$trial" "$rps" "$p99" "$errs" "$ACCT_SERVER_PCT" "$ACCT_OTHER_PCT" >>"$T/tp.tsv"
 		say "  $(fmt "$rps" '%.0f') req/s, p99 $(fmt "$p99" '%.2f') ms, errors $errs, server CPU ${ACCT_SERVER_PCT}% of a core, other work on the box ${ACCT_OTHER_PCT}%"
-		if [[ $kind == servery ]]; then
+		if [[ $kind == servery || $kind == app ]]; then
 			log_issues "tp-$id trial $trial" "$log"
 			if ((w > 1)); then
 				mf=$(counters "$log" | awk '{print $4}' | max_fair)
@@ -963,6 +1092,7 @@ for cfg in "${CONFIGS[@]}"; do
 	MED_RPS[$id]=$(awk -v id="$id" '$1==id {print $3}' "$T/tp.tsv" | median)
 done
 
+if want throughput; then
 md "## 1. Throughput: GET /1k.html, keep-alive, wrk -t1 -c$CONNS -d$DUR" ""
 md "Each cell is over $TRIALS trial(s), run round-robin across servers (each trial starts a fresh server, warms up for $WARMUP, then measures)."
 md "**Group A (one core):** the server and all its processes pinned to CPU $SERVER_CPU (\`taskset\`, children inherit), wrk pinned to CPU $WRK_CPU."
@@ -973,6 +1103,7 @@ md "| group | server | workers / GOMAXPROCS | cores | median req/s | MAD req/s |
 md "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for cfg in "${CONFIGS[@]}"; do
 	IFS='|' read -r id label kind w cpus wcpus wthreads group <<<"$cfg"
+	[[ $kind == app ]] && continue # section 1b's table
 	rps=${MED_RPS[$id]}
 	mad=$(awk -v id="$id" '$1==id {print $3}' "$T/tp.tsv" | mad_pct)
 	p99=$(awk -v id="$id" '$1==id {print $4}' "$T/tp.tsv" | median)
@@ -1010,6 +1141,59 @@ md ""
 md "### N workers with GOMAXPROCS=1 vs 1 process with GOMAXPROCS=N (group B, two cores, wrk sharing them)" ""
 md "- servery 2 workers / net/http GOMAXPROCS=2: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[h2p]}")" '%.2fx'); servery 2 workers / nginx 2 workers: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[n2p]}")" '%.2fx'); servery 2 workers on 2 cores / servery 1 worker on 1 core: $(fmt "$(ratio "${MED_RPS[s2p]}" "${MED_RPS[s1]}")" '%.2fx')"
 md ""
+fi
+
+# ---------------------------------------------------------------- 1b. application handler
+if want app; then
+tp_col() { awk -v id="$1" -v c="$2" '$1==id {print $c}' "$T/tp.tsv"; } # ID COLUMN of tp.tsv
+# tp_stats ID: sets TS_MAD TS_P99 TS_ERRS TS_SCPU TS_OCPU from the rows of tp.tsv, as section 1's table does
+tp_stats() {
+	TS_MAD=$(tp_col "$1" 3 | mad_pct)
+	TS_P99=$(tp_col "$1" 4 | median)
+	TS_ERRS=$(awk -v id="$1" '$1==id {e+=$5} END{print e+0}' "$T/tp.tsv")
+	TS_SCPU=$(tp_col "$1" 6 | median)
+	TS_OCPU=$(tp_col "$1" 7 | sort -g | tail -1)
+}
+md "## 1b. Application handler: GET /1k.html answered from memory by a vendored App, keep-alive, wrk -t1 -c$CONNS -d$DUR" ""
+md "The design record's second workload (its ASGI row), in Go: servery vendored into a program of its own by the README's steps (\"Embedding your own handler\"), whose \`App.Start\` returns a handler that writes a fixed 1 KiB reply held in memory (the bytes of /1k.html, read once per worker at start) with the headers servery sends for that file, precomputed and set by direct map assignment: the bare net/http row's handler, run by servery's workers."
+md "Measured as section 1's group A and in the same round-robin: $TRIALS trial(s), a fresh server each, $WARMUP warmup, then \`wrk -t1 -c$CONNS -d$DUR --latency\`; the server and all its processes on CPU $SERVER_CPU, wrk on CPU $WRK_CPU; medians. Its workers run with GOMAXPROCS = max(1, cpus/N), as servery's. The static and bare rows below are the same measurements as in section 1 when both sections run."
+md ""
+md "| server | workers / GOMAXPROCS | cores | median req/s | MAD | median p99 (ms) | errors | vs 1 worker (same server) | vs bare net/http | app / static (same workers) | server CPU (% of 1 core) | other work on box (max %) |"
+md "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for id in s1 s2 s4 a1 a2 a4 b1; do
+	for cfg in "${CONFIGS[@]}"; do [[ ${cfg%%|*} == "$id" ]] && break; done
+	IFS='|' read -r _ label kind w cpus _ <<<"$cfg"
+	rps=${MED_RPS[$id]}
+	tp_stats "$id"
+	vs1=- vsapp=-
+	case $kind in
+	servery | app)
+		wdesc="$w workers"
+		[[ $w == 1 ]] && wdesc="1 (direct mode)"
+		vs1=$(fmt "$(ratio "$rps" "${MED_RPS[${id:0:1}1]}")" '%.2fx')
+		[[ $kind == app ]] && vsapp=$(fmt "$(ratio "$rps" "${MED_RPS[s$w]}")" '%.2fx')
+		[[ $kind == servery ]] && label="servery static (cached file)"
+		;;
+	*) wdesc="GOMAXPROCS=$w" ;;
+	esac
+	md "| $label | $wdesc | $cpus | $(fmt "$rps" '%.0f') | $(fmt "$TS_MAD" '%s%%') | $(fmt "$TS_P99" '%.2f') | $TS_ERRS | $vs1 | $(fmt "$(ratio "$rps" "${MED_RPS[b1]}")" '%.2fx') | $vsapp | $(fmt "$TS_SCPU" '%.0f') | $(fmt "$TS_OCPU" '%.1f') |"
+done
+md "" "errors, server CPU and other work on box: as in section 1. vs 1 worker: against the same server's direct mode (app against app, static against static); app / static: the app row against servery's static row with as many workers."
+app_other=$(for id in s1 s2 s4 a1 a2 a4 b1; do tp_col "$id" 7; done | sort -g | tail -1)
+if ! le "$app_other" 5; then
+	md "" "**Warning: other work used up to $(fmt "$app_other" '%.1f')% of the machine during some of these runs; compare rows with care, or rerun on a quiet machine.**"
+	# With section 1 in the run its own check has already reported the same runs.
+	want throughput || problem "machine not quiet: other processes used up to $(fmt "$app_other" '%.1f')% of all CPUs during the app section's runs (not a servery problem; it makes the numbers noisy)"
+fi
+md ""
+ra1=$(ratio "${MED_RPS[a1]}" "${MED_RPS[b1]}")
+rs1=$(ratio "${MED_RPS[s1]}" "${MED_RPS[b1]}")
+md "### Application handler ratios (one core; informational, no targets: the design record's targets are set for the static rows)" ""
+md "- app w1 / bare net/http (same handler, same reply): $(fmt "$ra1" '%.2fx') ($(fmt "${MED_RPS[a1]}" '%.0f') / $(fmt "${MED_RPS[b1]}" '%.0f') req/s): what servery costs around an application's handler in direct mode; static servery w1 / bare net/http: $(fmt "$rs1" '%.2fx')."
+md "- app w2 / app w1: $(fmt "$(ratio "${MED_RPS[a2]}" "${MED_RPS[a1]}")" '%.2fx'); app w4 / app w1: $(fmt "$(ratio "${MED_RPS[a4]}" "${MED_RPS[a1]}")" '%.2fx') (extra workers on one busy core); static: w2 / w1 $(fmt "$(ratio "${MED_RPS[s2]}" "${MED_RPS[s1]}")" '%.2fx'), w4 / w1 $(fmt "$(ratio "${MED_RPS[s4]}" "${MED_RPS[s1]}")" '%.2fx') (its target: w4 / w1 >= 0.9x)."
+md "- app / static with 1, 2, 4 workers: $(fmt "$(ratio "${MED_RPS[a1]}" "${MED_RPS[s1]}")" '%.2fx'), $(fmt "$(ratio "${MED_RPS[a2]}" "${MED_RPS[s2]}")" '%.2fx'), $(fmt "$(ratio "${MED_RPS[a4]}" "${MED_RPS[s4]}")" '%.2fx'): the static handler's own work (cache lookup, revalidation, conditional and range checks) against a handler that only writes a precomputed reply."
+md ""
+fi
 
 fi
 
@@ -1066,8 +1250,12 @@ if [[ -s $T/tp-balance.tsv ]]; then
 	md "The same counters from the throughput runs (warmup + measured run; per trial, per worker):" ""
 	md "| throughput row | trial | accepted per worker | served per worker | served max/fair |"
 	md "|---|---:|---|---|---:|"
-	for id in s2 s4 s2p; do
-		case $id in s2) d="servery 2 workers, core 0" ;; s4) d="servery 4 workers, core 0" ;; s2p) d="servery 2 workers, cores 0-1" ;; esac
+	for id in s2 s4 s2p a2 a4; do
+		awk -F'\t' -v id="$id" '$1==id {f=1} END{exit !f}' "$T/tp-balance.tsv" || continue # row not in this run's SECTIONS
+		case $id in
+		s2) d="servery 2 workers, core 0" ;; s4) d="servery 4 workers, core 0" ;; s2p) d="servery 2 workers, cores 0-1" ;;
+		a2) d="servery app 2 workers, core 0" ;; a4) d="servery app 4 workers, core 0" ;;
+		esac
 		while IFS=$'\t' read -r _ tr mf acc srv; do
 			md "| $d | $tr | $acc | $srv | $(fmt "$mf" '%.2f') |"
 		done < <(awk -F'\t' -v id="$id" '$1==id' "$T/tp-balance.tsv")
