@@ -64,7 +64,35 @@ type App struct {
 	// exits 1 and reports it, and the stop of its generation fails with
 	// it: servery exits 1, as in direct mode. Stop may be nil.
 	Stop func(ctx context.Context, h http.Handler) error
+
+	// Parent, when set, runs in the parent alone, never in a worker, in a
+	// goroutine of its own from the moment the first generation serves.
+	// ctx ends when the stop begins, whoever began it. It is where a
+	// program watches what the parent should act on, such as its
+	// configuration file, and asks for a reload or a stop through c, as
+	// SIGHUP and SIGTERM do. Main does not wait for it to return. Parent
+	// may be nil.
+	Parent func(ctx context.Context, c *Control)
 }
+
+// Control is how a program's own code in the parent (App.Parent) asks
+// for what the operator's signals ask for. Its methods are safe for
+// concurrent use.
+type Control struct {
+	reload func(ctx context.Context) error
+	stop   func()
+}
+
+// Reload starts the next generation, as SIGHUP does, and blocks until it
+// serves or has been rolled back; the error says why it failed, naming
+// the worker. The serving generation keeps serving either way. A reload
+// that another is running meanwhile waits for it. ctx ending cancels
+// this reload's startup, which rolls it back.
+func (c *Control) Reload(ctx context.Context) error { return c.reload(ctx) }
+
+// Stop begins the stop, as the first SIGTERM does, and returns at once;
+// Main returns once the stop has run its course.
+func (c *Control) Stop() { c.stop() }
 
 // Worker is what a worker's App is told about itself: the counterpart of
 // wsgi.multiprocess. Index runs from 0 to Count-1 across a generation;

@@ -35,14 +35,39 @@ func probeApp(fs *flag.FlagSet) App {
 	fs.IntVar(&p.faultWorker, "fault-worker", 0, "the worker whose start misbehaves")
 	fs.IntVar(&p.faultGeneration, "fault-generation", 0, "the generation whose start misbehaves; 0: every one")
 	fs.StringVar(&p.stopFault, "stop-fault", "", "hang, or fail")
+	fs.IntVar(&p.stopFaultGeneration, "stop-fault-generation", 0, "the generation whose stop misbehaves; 0: every one")
 	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes")
-	return App{Start: p.start, Stop: p.stop}
+	fs.IntVar(&p.parentReloads, "parent-reloads", 0, "reloads the program's parent asks for through Control, then it stops; 0: no Parent")
+	app := App{Start: p.start, Stop: p.stop}
+	if os.Getenv(workerEnv) == "" {
+		app.Parent = p.parent
+	}
+	return app
+}
+
+// parent is the probe's App.Parent: once serving, it asks for
+// -parent-reloads reloads one after another, marks each result as
+// parent-reload-N (its text: ok, or the error), then asks for the stop.
+func (p *probe) parent(ctx context.Context, c *Control) {
+	if p.parentReloads == 0 {
+		return
+	}
+	for i := 1; i <= p.parentReloads; i++ {
+		result := "ok"
+		if err := c.Reload(ctx); err != nil {
+			result = err.Error()
+		}
+		os.WriteFile(filepath.Join(p.marks, fmt.Sprintf("parent-reload-%d", i)), []byte(result), 0o644)
+	}
+	c.Stop()
 }
 
 // probe holds probeApp's flags.
 type probe struct {
 	marks, startFault, stopFault string
 	faultWorker, faultGeneration int
+	stopFaultGeneration          int
+	parentReloads                int
 	slow                         time.Duration
 }
 
@@ -68,6 +93,14 @@ func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
 			panic("invalid import")
 		case "hang":
 			select {} // ignores ctx
+		case "wait": // until ctx ends, and says so
+			<-ctx.Done()
+			p.mark(fmt.Sprintf("start-cancelled-%d", w.Index))
+			return nil, context.Cause(ctx)
+		case "succeed-late": // succeeds only once ctx has ended
+			<-ctx.Done()
+		case "fail-lines": // an error of several lines, as errors.Join makes
+			return nil, errors.Join(errors.New("no database"), errors.New("no cache"))
 		}
 	}
 	p.mark(fmt.Sprintf("started-%d", w.Index))
@@ -85,13 +118,17 @@ func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (p *probe) stop(ctx context.Context, h http.Handler) error {
-	switch p.stopFault {
+	w := h.(*probeHandler).w
+	fault := p.stopFault
+	if p.stopFaultGeneration != 0 && w.Generation != p.stopFaultGeneration {
+		fault = ""
+	}
+	switch fault {
 	case "hang":
 		select {} // ignores ctx: only the kill ends it
 	case "fail":
 		return errors.New("cannot flush the queue")
 	}
-	w := h.(*probeHandler).w
 	p.mark(fmt.Sprintf("stopped-%d", w.Index))
 	p.mark(fmt.Sprintf("stopped-gen-%d", w.Generation))
 	return nil

@@ -4,10 +4,11 @@ package main
 // the parent's side of the all-or-nothing startup barrier.
 //
 // The protocol is JSON lines. The parent writes to a worker's stdin: one
-// config message, then, once every worker is prepared, one commit. It writes
-// nothing else; closing stdin is the drain signal. The worker writes to its
-// stdout: prepared, ready, failed (with a reason) and, after a drain, done
-// (with its counters). Logs go to stderr and never mix with the protocol.
+// config message, then, once every worker is prepared, one commit, and
+// after it only rotated ticket keys; closing stdin is the drain signal.
+// The worker writes to its stdout: starting (its App's start step runs),
+// prepared, ready, failed (with a reason) and, after a drain, done (with
+// its counters). Logs go to stderr and never mix with the protocol.
 
 import (
 	"bufio"
@@ -17,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -24,7 +26,7 @@ import (
 // protocolVersion is carried in workerEnv and in the config message, so a
 // worker started from a different build refuses to run instead of
 // misreading the parent.
-const protocolVersion = 2
+const protocolVersion = 3
 
 // workerEnv selects worker mode when set, with the protocol version as its
 // value. An environment variable rather than a flag keeps worker mode out
@@ -38,6 +40,7 @@ const maxLineBytes = 1 << 20
 // Message types, in the order a worker's life uses them.
 const (
 	msgConfig   = "config"   // parent → worker: the runtime to build
+	msgStarting = "starting" // worker → parent: config read, the App's start step runs
 	msgPrepared = "prepared" // worker → parent: built, listener adopted, not accepting
 	msgCommit   = "commit"   // parent → worker: every worker is prepared, start accepting
 	msgReady    = "ready"    // worker → parent: accepting
@@ -125,7 +128,7 @@ func (m message) check() error {
 				return fmt.Errorf("ticket key of %d bytes, want 32", len(k))
 			}
 		}
-	case msgCommit, msgReady:
+	case msgStarting, msgCommit, msgReady:
 	default:
 		return fmt.Errorf("unknown message type %q", m.Type)
 	}
@@ -261,6 +264,10 @@ func (s *Supervisor) await(ctx context.Context, want stage) error {
 	for pending > 0 {
 		select {
 		case ev := <-s.events:
+			if ev.starting() {
+				ev.proc.startingAt = time.Now()
+				continue
+			}
 			if err := ev.advance(want); err != nil {
 				return err
 			}
@@ -273,16 +280,50 @@ func (s *Supervisor) await(ctx context.Context, want stage) error {
 	return nil
 }
 
-// stalled builds the error for a barrier that ctx ended: it names the first
-// worker that had not reached want.
+// stalled builds the error for a barrier that ctx ended: it names the
+// first worker that had not reached want and what it was doing, and the
+// others that had not, each with what it was doing, all on one line.
 func (s *Supervisor) stalled(want stage, cause error) error {
+	var first *workerError
+	var others []string
 	for _, p := range s.procs {
-		if p.stage < want {
-			return &workerError{Index: p.index, PID: p.pid,
-				Reason: fmt.Sprintf("not %s: %v", want, cause), Err: cause}
+		if p.stage >= want {
+			continue
 		}
+		if first == nil {
+			first = &workerError{Index: p.index, PID: p.pid,
+				Reason: fmt.Sprintf("not %s: %s: %v", want, p.doing(), cause), Err: cause}
+			continue
+		}
+		others = append(others, fmt.Sprintf("worker %d (pid %d) %s", p.index, p.pid, p.doing()))
 	}
-	return cause
+	if first == nil {
+		return cause
+	}
+	if len(others) > 0 {
+		first.Reason += "; also not " + want.String() + ": " + strings.Join(others, ", ")
+	}
+	return first
+}
+
+// doing says what a worker that has not reached the next stage of the
+// barrier is doing, as far as the parent can tell from what it sent.
+func (p *workerProc) doing() string {
+	switch {
+	case p.stage == stagePrepared:
+		return "committed, not yet accepting"
+	case p.startingAt.IsZero():
+		return "had not read its config (still starting, or stuck in the program's code before Main)"
+	}
+	return fmt.Sprintf("App.Start still running after %v", time.Since(p.startingAt).Round(time.Millisecond))
+}
+
+// starting reports whether ev is a worker's starting message, sent once
+// before prepared: it advances no stage, and only tells stalled what the
+// worker is doing.
+func (ev event) starting() bool {
+	p := ev.proc
+	return ev.err == nil && ev.msg.Type == msgStarting && p.stage == stageStarted && p.startingAt.IsZero()
 }
 
 // advance moves the event's worker to want if the event is the message

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -144,8 +145,11 @@ func TestWorkerEOFBeforeCommitExitsWithoutAccepting(t *testing.T) {
 	if err := (&lineWriter{w: w.stdin}).send(message{Type: msgConfig, Version: protocolVersion, Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
+	if m, err := w.out.next(); err != nil || m.Type != msgStarting {
+		t.Fatalf("first message %+v, %v; want starting", m, err)
+	}
 	if m, err := w.out.next(); err != nil || m.Type != msgPrepared || m.PID != w.cmd.Process.Pid {
-		t.Fatalf("first message %+v, %v; want prepared with the worker's pid", m, err)
+		t.Fatalf("second message %+v, %v; want prepared with the worker's pid", m, err)
 	}
 	client, err := net.Dial("tcp", w.ln.Addr().String()) // queued, for whoever accepts
 	if err != nil {
@@ -184,8 +188,44 @@ func TestWorkerReportsFailedWhenItsDirectoryVanished(t *testing.T) {
 	w := startWorkerProcess(t, strconv.Itoa(protocolVersion), "-dir", filepath.Join(t.TempDir(), "gone"))
 	cfg := &workerConfig{StartupTimeout: 5 * time.Second}
 	(&lineWriter{w: w.stdin}).send(message{Type: msgConfig, Version: protocolVersion, Config: cfg})
+	if m, err := w.out.next(); err != nil || m.Type != msgStarting {
+		t.Fatalf("first message %+v, %v; want starting", m, err)
+	}
 	m, err := w.out.next()
 	if err != nil || m.Type != msgFailed || !strings.Contains(m.Reason, "gone") {
 		t.Fatalf("worker sent %+v, %v; want failed naming the directory", m, err)
 	}
+}
+
+func TestStartupTimeoutSaysWhatEachWorkerWasDoing(t *testing.T) {
+	h, _ := newProbeHarness(t, 3, []string{"-start-fault", "hang", "-fault-worker", "1"}, func(c *supervisorConfig) {
+		c.StartupTimeout = 700 * time.Millisecond
+	})
+	// Worker 2 never reads its config: a fault of the process, not of
+	// its App.
+	command := h.sup.seam.command
+	h.sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
+		cmd, err := command(i, args)
+		if i == 2 && err == nil {
+			cmd.Env = append(cmd.Env, faultEnv+"="+faultHang)
+		}
+		return cmd, err
+	}
+	err := h.sup.Start(context.Background())
+	if !errors.Is(err, errStartupTimeout) {
+		t.Fatalf("Start() = %v; want the startup timeout", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"worker 1 (pid ", "App.Start still running after",
+		"worker 2 (pid ", "had not read its config",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Start() = %v; want it to contain %q", err, want)
+		}
+	}
+	if strings.Contains(msg, "worker 0 ") || strings.Contains(msg, "\n") {
+		t.Errorf("Start() = %q; want one line naming only the workers that were not prepared", msg)
+	}
+	h.assertAllGone()
 }

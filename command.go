@@ -15,6 +15,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -48,20 +50,20 @@ func Main(app App) int {
 // App's flags.
 func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app App) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	fe := &frontEnd{log: log}
+	fe := newFrontEnd(log)
 	// First, so that no SIGHUP from now on ends the process.
 	fe.reloads = watchHangups(fe)
 	cfg, err := parseConfig(args, stdout, appFlags, app.Check)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errVersionShown) {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "servery: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", programName(), err)
 		return exitUsage
 	}
 	activated, isActivated, err := activatedListener()
 	if err != nil {
-		fmt.Fprintf(stderr, "servery: socket activation: %v\n", err)
+		fmt.Fprintf(stderr, "%s: socket activation: %v\n", programName(), err)
 		return exitUsage
 	}
 	if err := cfg.makeIdentity(log); err != nil {
@@ -73,25 +75,70 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
 		return exitFailure
 	}
-	fe.stop, fe.hurry = watchSignals(fe)
+	watchSignals(fe)
 	fe.n = newNotifier(log)
 	if cfg.Workers == 1 {
 		return runDirect(cfg, app, ln, fe)
 	}
-	return runSupervised(cfg, ln, fe)
+	return runSupervised(cfg, app, ln, fe)
+}
+
+// programName is the name this program was started as, for the lines it
+// writes before it has a logger: servery, or a vendoring program's own.
+func programName() string {
+	return filepath.Base(os.Args[0])
 }
 
 // frontEnd is what the parent's front end hands the mode it runs: the
-// signals, the service manager and the log.
+// stop and reload requests (signals, or the program's own Control), the
+// service manager and the log.
 type frontEnd struct {
-	stop    <-chan struct{} // closed by the first SIGINT or SIGTERM
-	hurry   context.Context // cancelled by the second: skip the rest of the drain
-	reloads *reloader       // SIGHUPs, coalesced
-	n       *notifier       // sd_notify
-	log     *slog.Logger
+	stop     chan struct{}   // closed when the stop is requested: first SIGINT or SIGTERM, or Control.Stop
+	stopOnce sync.Once       // closes stop
+	hurry    context.Context // cancelled by the second signal: skip the rest of the drain
+	cut      context.CancelFunc
+	reloads  *reloader // SIGHUPs, coalesced
+	n        *notifier // sd_notify
+	log      *slog.Logger
 	// generation is the serving generation's number, which the mode
 	// keeps, so the front end's own lines carry it too.
 	generation atomic.Int64
+}
+
+func newFrontEnd(log *slog.Logger) *frontEnd {
+	fe := &frontEnd{log: log, stop: make(chan struct{})}
+	fe.hurry, fe.cut = context.WithCancel(context.Background())
+	return fe
+}
+
+// requestStop begins the stop once; later requests do nothing. by says
+// who asked, for the log.
+func (fe *frontEnd) requestStop(by ...any) {
+	fe.stopOnce.Do(func() {
+		fe.log.Info("stop requested", append(by, "generation", fe.generation.Load())...)
+		close(fe.stop)
+	})
+}
+
+// startParent runs app.Parent, if the program has one, in a goroutine of
+// its own, with a Control over reload and the front end's stop. Its
+// context ends when the stop begins or when the returned cancel is
+// called, as the mode returns.
+func (fe *frontEnd) startParent(app App, reload func(context.Context) error) (cancel func()) {
+	if app.Parent == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-fe.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	c := &Control{reload: reload, stop: func() { fe.requestStop("by", "program") }}
+	go app.Parent(ctx, c)
+	return cancel
 }
 
 // listen returns the socket systemd passed, if any, or binds -addr. A
@@ -108,39 +155,39 @@ func listen(cfg *config, activated net.Listener, isActivated bool, log *slog.Log
 	return activated, nil
 }
 
-// watchSignals is the signal front end. The first SIGINT or SIGTERM closes
-// stop; the second cancels hurry, which skips the rest of the drain.
-func watchSignals(fe *frontEnd) (stop <-chan struct{}, hurry context.Context) {
+// watchSignals is the signal front end. The first SIGINT or SIGTERM
+// requests the stop; the second cancels hurry, which skips the rest of
+// the drain.
+func watchSignals(fe *frontEnd) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	stopC := make(chan struct{})
-	hurry, cut := context.WithCancel(context.Background())
 	go func() {
 		sig := <-sigs
-		fe.log.Info("stop requested", "signal", sig.String(), "generation", fe.generation.Load())
-		close(stopC)
+		fe.requestStop("signal", sig.String())
 		sig = <-sigs
 		fe.log.Warn("second signal: skipping the rest of the drain", "signal", sig.String(), "generation", fe.generation.Load())
-		cut()
+		fe.cut()
 	}()
-	return stopC, hurry
 }
 
-// runSupervised runs the service's generations of workers until a signal
-// or a lost worker, then stops them.
-func runSupervised(cfg *config, ln net.Listener, fe *frontEnd) int {
+// runSupervised runs the service's generations of workers until a stop
+// is requested or a worker is lost, then stops them.
+func runSupervised(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	log := fe.log
 	svc := newService(cfg.supervisor(), ln, log)
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
 	svc.reloadTLS = cfg.reloadTLS
 	fe.generation.Store(1)
+	reload := func(ctx context.Context) error {
+		err := svc.Reload(ctx)
+		fe.generation.Store(int64(svc.servingGeneration()))
+		return err
+	}
 	go fe.reloads.run(func() {
-		err := svc.Reload(context.Background())
-		if errors.Is(err, errNotServing) {
+		if err := reload(context.Background()); errors.Is(err, errNotServing) {
 			log.Warn("reload ignored: not serving yet, or stopping", "generation", fe.generation.Load())
 		}
-		fe.generation.Store(int64(svc.servingGeneration()))
 	}, fe.stop)
 	go func() {
 		<-fe.stop
@@ -157,6 +204,7 @@ func runSupervised(cfg *config, ln net.Listener, fe *frontEnd) int {
 	}
 	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", cfg.Workers,
 		"pids", fmt.Sprint(svc.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
+	defer fe.startParent(app, reload)()
 	err := svc.Wait()
 	gen := svc.servingGeneration()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ type config struct {
 	Runtime        runtimeConfig
 	Args           []string    // the command line, which every worker parses again
 	TicketKeys     *ticketKeys // with TLS: the keyring shared by every worker
+	Version        bool        // -version: print the build and exit
 }
 
 // usageError is a configuration problem, named by its flag.
@@ -82,7 +84,41 @@ func parseFlags(args []string, out io.Writer, appFlags *flag.FlagSet) (*config, 
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see -help)", fs.Arg(0))
 	}
+	if cfg.Version {
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(out, versionLine(programName(), bi))
+		return nil, errVersionShown
+	}
 	return cfg, nil
+}
+
+// errVersionShown is parseFlags' answer to -version, once it has printed
+// the version: like -help, a request that ends the program with exit 0.
+var errVersionShown = errors.New("version shown")
+
+// versionLine describes the build bi of the program called name: its
+// module path and version, the VCS revision and time it was built from
+// (and whether the tree had changes), and the Go release. go run and
+// builds outside a repository carry no revision, and the line says so.
+func versionLine(name string, bi *debug.BuildInfo) string {
+	if bi == nil {
+		return name + ": no build information (built without module support)"
+	}
+	vcs := map[string]string{}
+	for _, s := range bi.Settings {
+		vcs[s.Key] = s.Value
+	}
+	rev := "revision unknown (no VCS stamp: go run, or a build outside a repository)"
+	if r := vcs["vcs.revision"]; r != "" {
+		rev = "revision " + r
+		if t := vcs["vcs.time"]; t != "" {
+			rev += " of " + t
+		}
+		if vcs["vcs.modified"] == "true" {
+			rev += " with uncommitted changes"
+		}
+	}
+	return fmt.Sprintf("%s %s %s, %s, %s", name, bi.Main.Path, bi.Main.Version, rev, bi.GoVersion)
 }
 
 // newFlagSet binds servery's flags to cfg, with the defaults, and adds
@@ -90,7 +126,7 @@ func parseFlags(args []string, out io.Writer, appFlags *flag.FlagSet) (*config, 
 // program's flag that reuses one of servery's names is refused rather
 // than silently shadowed.
 func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
-	fs := flag.NewFlagSet("servery", flag.ContinueOnError)
+	fs := flag.NewFlagSet(programName(), flag.ContinueOnError)
 	rt := &cfg.Runtime
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen `address`: host:port, [::1]:port or :port")
 	fs.IntVar(&cfg.Workers, "workers", 1, "worker processes; 1 serves in this process (direct mode)")
@@ -105,6 +141,7 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "serve HTTPS with this private key `file` (PEM; needs -tls-cert)")
 	fs.BoolVar(&cfg.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with one self-signed identity generated at start, shared by every worker")
 	fs.StringVar(&rt.AccessLog, "access-log", "", "log requests: - for stderr, or a file `path` (a file only with -workers 1)")
+	fs.BoolVar(&cfg.Version, "version", false, "print the module, its version, the VCS revision it was built from and the Go release, and exit")
 	var clash error
 	appFlags.VisitAll(func(f *flag.Flag) {
 		if fs.Lookup(f.Name) != nil {

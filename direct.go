@@ -41,13 +41,21 @@ func runDirect(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	r := &directReload{cfg: cfg, app: app, srv: srv, apps: apps, fe: fe}
 	reloadCtx, cancelReload := context.WithCancel(context.Background())
 	defer cancelReload()
-	go fe.reloads.run(func() { r.reload(reloadCtx) }, fe.stop)
+	// A reload, asked for by SIGHUP or the program, is cut short by the stop.
+	reload := func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(reloadCtx, cancel)()
+		return r.reload(ctx)
+	}
+	go fe.reloads.run(func() { reload(context.Background()) }, fe.stop)
 	if cfg.TicketKeys != nil {
 		go rotateDirect(srv, cfg.TicketKeys, fe.stop, log)
 	}
 	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", 1,
 		"ready_in", time.Since(processStart).Round(100*time.Microsecond))
 	fe.n.notify("READY=1", "STATUS=serving with 1 worker (direct mode)")
+	defer fe.startParent(app, reload)()
 	select {
 	case err := <-served:
 		log.Error("serving stopped", "generation", 1, "err", err)
@@ -124,8 +132,12 @@ type directReload struct {
 
 // reload is one reload; ctx ends when the stop begins. It notifies the
 // service manager as the Service does; the notifier drops what would
-// follow STOPPING=1.
-func (r *directReload) reload(ctx context.Context) {
+// follow STOPPING=1. It returns why the reload failed, or errNotServing
+// once the stop has begun.
+func (r *directReload) reload(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return errNotServing // the stop holds r.mu from now on
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	log, n := r.fe.log, r.fe.n
@@ -137,7 +149,7 @@ func (r *directReload) reload(ctx context.Context) {
 	if err != nil {
 		log.Error("reload failed, still serving", "generation", gen, "serving", cur.generation, "err", err)
 		n.notify("READY=1", fmt.Sprintf("STATUS=reload failed, generation %d still serving: %v", cur.generation, err))
-		return
+		return fmt.Errorf("reload: %w", err)
 	}
 	r.srv.setIdentity(id) // parsed by build, so it cannot fail
 	old := r.apps.swap(&directApp{h: h, generation: gen})
@@ -145,6 +157,7 @@ func (r *directReload) reload(ctx context.Context) {
 	log.Info("reloaded", "generation", gen, "retiring", old.generation)
 	n.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving (direct mode)", gen))
 	r.retiring.Go(func() { r.retire(old) })
+	return nil
 }
 
 // build reads the TLS identity again and starts the App as generation

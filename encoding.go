@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // coding is a content coding servery can serve, in order of preference at
@@ -147,11 +148,15 @@ func parseQ(s string) int {
 func sidecarName(name string, c coding) string { return name + codings[c].suffix }
 
 // usableSidecar reports whether fi, a sidecar's stat, may stand for a file
-// last modified at modTime: a regular file at least as new. An older one is
-// stale, left from a release before the file was edited, and is never
-// served.
+// last modified at modTime (UnixNano): a regular file at least as new, to
+// the second. An older one is stale, left from a release before the file
+// was edited, and is never served. Whole seconds, because tools that copy
+// the file's time to the sidecar may drop the fraction: Debian's brotli -k
+// (1.0.9) turns 15:15:02.796 into 15:15:02.000. The cost is that a file
+// edited within the same second after its sidecar was written still counts
+// as matching it.
 func usableSidecar(fi fs.FileInfo, modTime int64) bool {
-	return fi.Mode().IsRegular() && fi.ModTime().UnixNano() >= modTime
+	return fi.Mode().IsRegular() && fi.ModTime().Unix() >= time.Unix(0, modTime).Unix()
 }
 
 // statSidecars returns the version of each usable sidecar of name, the zero

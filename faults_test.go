@@ -71,6 +71,12 @@ const (
 	// can hold one later generation in the middle of its barrier for as
 	// long as it likes.
 	faultHeldPrepared = "held-prepared"
+	// faultHeldReady is a real worker until, committed and accepting, it
+	// is about to report ready while the gate file exists: then it logs
+	// "holding ready" and waits until the gate is removed (a minute at
+	// most), reading neither its stdin nor signals meanwhile; SIGTERM, as
+	// for any serving worker, ends its drain once it reads again.
+	faultHeldReady = "held-ready"
 )
 
 // testWorker runs one worker process with fault injected; "" is the real
@@ -111,9 +117,11 @@ func testWorker(fault string) int {
 	case faultDeaf:
 		wio.in = endless{os.Stdin}
 	case faultHeldPrepared:
-		g := &gatedWriter{w: os.Stdout, gate: os.Getenv(gateEnv), log: log}
+		g := &gatedWriter{w: os.Stdout, match: msgPrepared, gate: os.Getenv(gateEnv), log: log}
 		wio.out = g
 		wio.term = g.filter(wio.term)
+	case faultHeldReady:
+		wio.out = &gatedWriter{w: os.Stdout, match: msgReady, gate: os.Getenv(gateEnv), log: log}
 	default:
 		log.Error("unknown fault")
 		return 1
@@ -226,18 +234,20 @@ func (d *delayedWriter) Write(b []byte) (int, error) {
 	return d.w.Write(b)
 }
 
-// gatedWriter holds back the prepared message while the gate file exists.
+// gatedWriter holds back one message, of the type match, while the gate
+// file exists.
 type gatedWriter struct {
-	w    io.Writer
-	gate string
-	log  *slog.Logger
-	held atomic.Bool
+	w     io.Writer
+	match string
+	gate  string
+	log   *slog.Logger
+	held  atomic.Bool
 }
 
 func (g *gatedWriter) Write(b []byte) (int, error) {
-	if bytes.Contains(b, []byte(`"prepared"`)) && g.closed() {
+	if bytes.Contains(b, []byte(`"`+g.match+`"`)) && g.closed() {
 		g.held.Store(true)
-		g.log.Info("holding prepared", "pid", os.Getpid())
+		g.log.Info("holding "+g.match, "pid", os.Getpid())
 		for deadline := time.Now().Add(time.Minute); g.closed() && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}

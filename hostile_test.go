@@ -296,9 +296,9 @@ func clientHello(t *testing.T) []byte {
 func TestOversizedHeadersGet431(t *testing.T) {
 	h := newHarness(t, 1, nil)
 	h.start()
-	// net/http reads up to MaxHeaderBytes plus 4 KiB of slack before it
-	// gives up; well past that is refused, just under the cap is served.
-	over := maxHeaderBytes + 4<<10 + 8<<10
+	// Well past the cap is refused, just under it is served; the exact
+	// boundary is TestRequestHeadOf16KiBIsServedAndOneByteMoreGets431.
+	over := requestHeadLimit + 8<<10
 	for _, tc := range []struct {
 		name string
 		req  string
@@ -308,7 +308,7 @@ func TestOversizedHeadersGet431(t *testing.T) {
 		{"many headers", "GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Many: aaaaaaaaaaaaaaaaaaaa\r\n", over/30) + "\r\n", 431},
 		{"huge request line", "GET /" + strings.Repeat("a", over) + " HTTP/1.1\r\nHost: x\r\n\r\n", 431},
 		{"no end of headers", "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", over), 431},
-		{"just under the cap", "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: " + strings.Repeat("a", maxHeaderBytes-1<<10) + "\r\n\r\n", 200},
+		{"just under the cap", "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: " + strings.Repeat("a", requestHeadLimit-1<<10) + "\r\n\r\n", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, resp, err := rawResponse(h.addr, []byte(tc.req), 5*time.Second)
@@ -318,6 +318,39 @@ func TestOversizedHeadersGet431(t *testing.T) {
 			assertStillServes(t, h.addr, tc.name)
 		})
 	}
+}
+
+// requestHeadLimit is the README's cap on an HTTP/1 request head: the
+// request line, the header lines and the blank line that ends them, each
+// with its CRLF.
+const requestHeadLimit = 16 << 10
+
+func TestRequestHeadOf16KiBIsServedAndOneByteMoreGets431(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	h.start()
+	// head returns a request of exactly n bytes whose padding is in the
+	// request line (a query, so the index still answers) or in a header.
+	head := func(n int, inLine bool) string {
+		line, hdrs := "GET /? HTTP/1.1\r\n", "Host: x\r\nConnection: close\r\nX-Pad: \r\n\r\n"
+		pad := strings.Repeat("a", n-len(line)-len(hdrs))
+		if inLine {
+			return "GET /?" + pad + " HTTP/1.1\r\n" + hdrs
+		}
+		return line + strings.Replace(hdrs, "X-Pad: ", "X-Pad: "+pad, 1)
+	}
+	for _, inLine := range []bool{false, true} {
+		for n, want := range map[int]int{requestHeadLimit: 200, requestHeadLimit + 1: 431} {
+			req := head(n, inLine)
+			if len(req) != n {
+				t.Fatalf("built a %d-byte request; want %d", len(req), n)
+			}
+			code, resp, err := rawResponse(h.addr, []byte(req), 5*time.Second)
+			if code != want {
+				t.Errorf("%d-byte request head (padding in the request line: %v): %d %.100q, %v; want %d", n, inLine, code, resp, err, want)
+			}
+		}
+	}
+	assertStillServes(t, h.addr, "requests at the header limit")
 }
 
 // pathEscapes are request targets, sent as raw bytes, that try to reach a

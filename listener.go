@@ -146,7 +146,7 @@ type limitConn struct {
 	release      func()
 	writeTimeout time.Duration
 	deadline     atomic.Int64 // UnixNano of the write deadline in force; 0: none
-	uncounted    atomic.Bool  // taken off server.open (closed, hijacked or HTTP/2)
+	h1           h1Conn       // what a drain knows of it (drain.go)
 }
 
 // writeChunk is the most one write or sendfile call may send before the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +55,27 @@ func TestEveryLifecycleLineNamesItsGeneration(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRollbackLogsItsTerminationsAsPlanned requires a rollback before
+// commit to log its terminations as what they are: the plan, not workers
+// outliving a deadline, with no counters for workers that never served.
+func TestRollbackLogsItsTerminationsAsPlanned(t *testing.T) {
+	h := newHarness(t, 4, map[int]string{1: faultFail})
+	if err := h.sup.Start(context.Background()); err == nil {
+		t.Fatal("Start() = nil; want the injected failure")
+	}
+	h.assertAllGone()
+	logs := h.readLogs()
+	for _, bad := range []string{"level=WARN", "reported=false", "clean=false", "outlived"} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("a rollback's log says %q:\n%s", bad, logs)
+		}
+	}
+	for _, want := range []string{`msg="terminating every worker: nothing to drain before commit"`, `msg="generation rolled back"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("a rollback's log lacks %s:\n%s", want, logs)
+		}
 	}
 }

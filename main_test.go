@@ -204,7 +204,7 @@ func (s *servery) kill() {
 	s.cmd.Process.Kill()
 	<-s.exited
 	for _, pid := range s.workerPIDs() {
-		syscall.Kill(-pid, syscall.SIGKILL)
+		killGroup(pid)
 	}
 	assertNoRaceReports(s.t, s.stderr)
 	if s.t.Failed() {
@@ -309,7 +309,7 @@ func TestRealBinaryExitsOneWhenAWorkerIsLost(t *testing.T) {
 	if len(pids) != 2 {
 		t.Fatalf("logged worker pids %v; want 2", pids)
 	}
-	syscall.Kill(pids[0], syscall.SIGKILL)
+	kill(pids[0])
 	if code := s.wait(10 * time.Second); code != exitFailure {
 		t.Errorf("exit status %d; want 1", code)
 	}

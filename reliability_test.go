@@ -324,7 +324,7 @@ func TestWorkerKilledAfterReadyStopsGenerationCleanly(t *testing.T) {
 	if !strings.Contains(s.logs(), fmt.Sprintf(`msg="worker started" generation=1 worker=1 pid=%d`, lost)) {
 		t.Fatalf("pid %d is not worker 1 in the log", lost)
 	}
-	syscall.Kill(lost, syscall.SIGKILL)
+	kill(lost)
 	if code := s.wait(10 * time.Second); code != exitFailure {
 		t.Errorf("exit status %d; want %d", code, exitFailure)
 	}

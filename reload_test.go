@@ -386,7 +386,7 @@ func TestWorkerOfARetiringGenerationIsNotLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range old {
-		syscall.Kill(-pid, syscall.SIGKILL)
+		killGroup(pid)
 	}
 	h.waitRetired()
 	select {
@@ -398,7 +398,7 @@ func TestWorkerOfARetiringGenerationIsNotLost(t *testing.T) {
 		t.Errorf("GET / = %d %v; want the new generation serving", code, err)
 	}
 	// A worker of the serving generation is lost as before.
-	syscall.Kill(-h.servingPIDs()[0], syscall.SIGKILL)
+	killGroup(h.servingPIDs()[0])
 	select {
 	case <-h.svc.done:
 		if h.svc.err == nil {

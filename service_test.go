@@ -77,7 +77,7 @@ func (h *serviceHarness) cleanupService() {
 		h.t.Errorf("Service.Stop in cleanup did not return within %v; killing the workers", cleanupBound)
 	}
 	for _, pid := range h.allPIDs() {
-		syscall.Kill(-pid, syscall.SIGKILL)
+		killGroup(pid)
 	}
 }
 
@@ -316,7 +316,7 @@ func TestServingWorkerLostAsAReloadBecomesReadyEndsTheService(t *testing.T) {
 		if !armed.CompareAndSwap(true, false) {
 			return
 		}
-		syscall.Kill(-lostPID, syscall.SIGKILL)
+		killGroup(lostPID)
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			h.svc.mu.Lock()
 			stopping := h.svc.stopping

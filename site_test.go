@@ -140,6 +140,35 @@ func TestStaleSidecarIsNotServed(t *testing.T) {
 	}
 }
 
+func TestSidecarWithItsFilesTimeCutToTheSecondIsServed(t *testing.T) {
+	// brotli -k (1.0.9) copies the file's time cut to whole seconds:
+	// app.js 15:15:02.796256503, app.js.br 15:15:02.000000000.
+	file := time.Date(2024, 5, 1, 15, 15, 2, 796256503, time.UTC)
+	for _, cfg := range cacheConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			root := sidecarSite(t)
+			for name, mtime := range map[string]time.Time{
+				"app.js":     file,
+				"app.js.br":  file.Truncate(time.Second),
+				"app.js.zst": file.Truncate(time.Second).Add(-time.Second),
+			} {
+				if err := os.Chtimes(filepath.Join(root, name), mtime, mtime); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := newTestHandler(t, root, cfg.opts)
+			w := serve(h, "GET", "/app.js", "Accept-Encoding", "br")
+			if got := w.Header().Get("Content-Encoding"); got != "br" || w.Body.String() != "BROTLI-BYTES" {
+				t.Errorf("app.js.br with app.js's time cut to the second: Content-Encoding %q body %.20q; want the br sidecar", got, w.Body)
+			}
+			w = serve(h, "GET", "/app.js", "Accept-Encoding", "zstd")
+			if got := w.Header().Get("Content-Encoding"); got != "" || !strings.HasPrefix(w.Body.String(), "console.log") {
+				t.Errorf("app.js.zst a whole second older than app.js: Content-Encoding %q body %.20q; want the file", got, w.Body)
+			}
+		})
+	}
+}
+
 func TestUnreadableSidecarFallsBackToTheFile(t *testing.T) {
 	for _, cfg := range cacheConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
@@ -399,6 +428,8 @@ func TestImmutableAssetsFlagSetsCacheControlByName(t *testing.T) {
 	files := map[string]string{
 		"index.html": "home", "app.3f9a1c2e.js": "js", "index-BkTq3z9a.css": "css",
 		"style.css": "css", "photo-20240101.jpg": "jpg", "jquery-3.7.1.min.js": "js",
+		// The README's warning: a hand-made name can pass for a hash.
+		"logo-version2.png": "png", "logo-v2final.png": "png",
 	}
 	for _, cfg := range cacheConfigs {
 		root := writeTreeDir(t, files)
@@ -410,6 +441,7 @@ func TestImmutableAssetsFlagSetsCacheControlByName(t *testing.T) {
 			"/": "no-cache", "/index.html": "no-cache", "/app.3f9a1c2e.js": "public, max-age=31536000, immutable",
 			"/index-BkTq3z9a.css": "public, max-age=31536000, immutable", "/style.css": "",
 			"/photo-20240101.jpg": "", "/jquery-3.7.1.min.js": "",
+			"/logo-version2.png": "public, max-age=31536000, immutable", "/logo-v2final.png": "",
 		} {
 			if got := serve(on, "GET", target).Header().Get("Cache-Control"); got != want {
 				t.Errorf("%s, -immutable-assets, GET %s: Cache-Control %q; want %q", cfg.name, target, got, want)

@@ -95,7 +95,7 @@ type staticHandler struct {
 func newStaticHandler(dir string, opts staticOptions) (*staticHandler, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open root %s: %w", dir, err)
+		return nil, fmt.Errorf("open root %s: %w", linkedName(dir), err)
 	}
 	h := &staticHandler{
 		root:       root,
@@ -354,7 +354,8 @@ func (h *staticHandler) serveStream(w http.ResponseWriter, r *http.Request, name
 	if compressibleType(ctype) || h.statSidecars(name, modTime) != [numCodings]fileVersion{} {
 		hdr["Vary"] = hdrVary
 	}
-	if !identityOnly(r.Header) {
+	r = settleRange(r, fi.Size())
+	if !ranged(r.Header) {
 		if sf, sfi, c := h.openSidecar(name, modTime, parseAcceptEncoding(r.Header["Accept-Encoding"])); sf != nil {
 			defer sf.Close()
 			if h.serveContent(w, r, sidecarName(name, c), sf, sfi, c) {
@@ -383,6 +384,9 @@ func (h *staticHandler) serveContent(w http.ResponseWriter, r *http.Request, nam
 		hdr["Content-Encoding"] = codings[c].header
 		// ServeContent sets no Content-Length once Content-Encoding is set.
 		hdr.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+		if usesServeContent(r.Header) {
+			w = codedWriter{w}
+		}
 	}
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 	return true
@@ -432,52 +436,170 @@ func usesServeContent(hdr http.Header) bool {
 	return false
 }
 
-// identityOnly reports whether a request must get identity bytes even if it
-// accepts gzip. Ranges of a gzip stream are of no use to clients, so ranges
-// are always of the identity form. If-Match and If-Unmodified-Since can be
-// answered 412 by http.ServeContent, which would leave the preset gzip
-// Content-Length on an empty response, so those requests get identity too.
-func identityOnly(hdr http.Header) bool {
-	for _, k := range [...]string{"Range", "If-Match", "If-Unmodified-Since"} {
-		if _, ok := hdr[k]; ok {
-			return true
-		}
-	}
-	return false
+// ranged reports whether a request asks for a range. Ranges of a gzip
+// stream are of no use to clients, so a range is always of the identity
+// form, and If-Range is weighed against the identity ETag: a client that
+// holds part of another form gets the whole file.
+func ranged(hdr http.Header) bool {
+	_, ok := hdr["Range"]
+	return ok
 }
 
 // serveEntry answers r from a cached entry. The common request, without
 // conditionals or a range, is the hot path: it puts the entry's precomputed
 // header slices straight into the header map and writes the body with one
 // Write, so it formats nothing and allocates nothing. Everything else goes
-// through http.ServeContent, which implements the conditional and range rules.
+// through serveEntryContent.
 func serveEntry(w http.ResponseWriter, r *http.Request, e *cacheEntry) {
-	viaServeContent := usesServeContent(r.Header)
+	if usesServeContent(r.Header) {
+		serveEntryContent(w, r, e)
+		return
+	}
 	var form *encodedForm
-	if e.codings != 0 && !(viaServeContent && identityOnly(r.Header)) {
+	if e.codings != 0 {
+		form = e.pick(r.Header["Accept-Encoding"])
+	}
+	hdr := w.Header()
+	setEntryHeaders(hdr, e, form)
+	body, length := e.body, e.length
+	if form != nil {
+		body, length = form.body, form.length
+	}
+	hdr["Content-Length"] = length
+	hdr["Last-Modified"] = e.lastModified
+	hdr["Accept-Ranges"] = hdrAcceptRanges
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+// serveEntryContent answers a conditional or range request from a cached
+// entry through http.ServeContent, which implements those rules. The
+// validators are compared with the form the request selects, as RFC 9110
+// §13.2.1 says: the one its Accept-Encoding picks, or identity for a range.
+func serveEntryContent(w http.ResponseWriter, r *http.Request, e *cacheEntry) {
+	r = settleRange(r, int64(len(e.body)))
+	var form *encodedForm
+	if e.codings != 0 && !ranged(r.Header) {
 		form = e.pick(r.Header["Accept-Encoding"])
 	}
 	hdr := w.Header()
 	setEntryHeaders(hdr, e, form)
 	body := e.body
 	if form != nil {
-		// Set before ServeContent too: it leaves Content-Length unset when
-		// Content-Encoding is set.
+		// ServeContent leaves Content-Length unset when Content-Encoding
+		// is set.
 		hdr["Content-Length"] = form.length
 		body = form.body
+		w = codedWriter{w}
 	}
-	if viaServeContent {
-		http.ServeContent(w, r, "", e.modTime, bytes.NewReader(body))
-		return
+	http.ServeContent(w, r, "", e.modTime, bytes.NewReader(body))
+}
+
+// codedWriter is the ResponseWriter for a compressed form sent through
+// http.ServeContent, whose length the caller sets beforehand because
+// ServeContent sets none once Content-Encoding is set. When ServeContent
+// answers other than with the form, a 412 for a failed If-Match say,
+// that length and coding would describe a body that never comes, and the
+// client would wait for it; codedWriter drops both then. Only conditional
+// requests for a compressed form pass through it.
+type codedWriter struct{ http.ResponseWriter }
+
+// WriteHeader drops the form's length and coding from any answer but the
+// form itself.
+func (w codedWriter) WriteHeader(code int) {
+	if code >= 300 {
+		hdr := w.Header()
+		delete(hdr, "Content-Length")
+		delete(hdr, "Content-Encoding")
 	}
-	if form == nil {
-		hdr["Content-Length"] = e.length
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// ReadFrom keeps sendfile for a sidecar streamed from disk: ServeContent
+// copies the file with io.Copy, which uses the writer's ReadFrom.
+func (w codedWriter) ReadFrom(src io.Reader) (int64, error) {
+	return io.Copy(w.ResponseWriter, src)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w codedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// settleRange returns r, or a copy of it with another Range header, so
+// that http.ServeContent answers the range of a size-byte representation
+// as RFC 9110 §14 says where net/http alone does not (see settledRange).
+// It rewrites the header rather than answering itself so that
+// ServeContent still weighs the preconditions first (§13.2.2): a failed
+// If-Match is 412, and a failed If-Range sends the whole file, whatever
+// the range.
+func settleRange(r *http.Request, size int64) *http.Request {
+	if !ranged(r.Header) {
+		return r
 	}
-	hdr["Last-Modified"] = e.lastModified
-	hdr["Accept-Ranges"] = hdrAcceptRanges
-	if r.Method != http.MethodHead {
-		w.Write(body)
+	v := r.Header.Get("Range")
+	nv, keep := settledRange(v, size)
+	if keep && nv == v {
+		return r
 	}
+	r = r.WithContext(r.Context())
+	r.Header = r.Header.Clone()
+	if keep {
+		r.Header.Set("Range", nv)
+	} else {
+		r.Header.Del("Range")
+	}
+	return r
+}
+
+// settledRange returns the Range value to hand http.ServeContent for v,
+// the client's, and a representation of size bytes, or keep false when
+// the range is to be ignored and the whole representation sent:
+//   - A unit other than bytes is ignored (§14.2); the unit's case is not
+//     significant (§14.1).
+//   - A range of an empty file is ignored, as net/http ignores one that
+//     fails to overlap it, since no Content-Range can describe zero bytes;
+//     net/http would send "bytes 0--1/0" for a suffix.
+//   - A suffix of zero bytes ("-0") is unsatisfiable, but net/http sends it
+//     as the impossible "bytes 1024-1023/1024". It is dropped from the set,
+//     and a set of nothing else becomes one starting at size, which
+//     net/http answers 416 with "bytes */size".
+func settledRange(v string, size int64) (string, bool) {
+	unit, set, ok := strings.Cut(v, "=")
+	switch {
+	case !ok:
+		return v, true // malformed: net/http answers 416
+	case !strings.EqualFold(unit, "bytes") || size == 0:
+		return "", false
+	}
+	var kept []string
+	dropped := false
+	for spec := range strings.SplitSeq(set, ",") {
+		switch {
+		case zeroSuffix(spec):
+			dropped = true
+		case strings.TrimSpace(spec) != "":
+			kept = append(kept, spec)
+		}
+	}
+	switch {
+	case !dropped:
+		return "bytes=" + set, true
+	case len(kept) == 0:
+		return "bytes=" + strconv.FormatInt(size, 10) + "-", true
+	}
+	return "bytes=" + strings.Join(kept, ","), true
+}
+
+// zeroSuffix reports whether spec, one range of a Range set, is a suffix
+// of zero bytes, as net/http parses it: "-0", "- 00" and the like.
+func zeroSuffix(spec string) bool {
+	start, end, ok := strings.Cut(strings.TrimSpace(spec), "-")
+	end = strings.TrimSpace(end)
+	if !ok || strings.TrimSpace(start) != "" || end == "" || end[0] == '-' {
+		return false
+	}
+	n, err := strconv.ParseInt(end, 10, 64)
+	return err == nil && n == 0
 }
 
 // setEntryHeaders sets the headers that describe the chosen representation of

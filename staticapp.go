@@ -8,9 +8,11 @@ import (
 	"context"
 	"flag"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -63,20 +65,55 @@ func stopStatic(_ context.Context, h http.Handler) error {
 func checkDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
-		return bad("dir", "%v", err)
+		return dirProblem(dir, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return bad("dir", "%v", err)
+		return dirProblem(dir, err)
 	}
 	if !info.IsDir() {
-		return bad("dir", "%s is not a directory", dir)
+		return bad("dir", "%s is not a directory", linkedName(dir))
 	}
 	if _, err := f.Readdirnames(1); err != nil && err != io.EOF {
-		return bad("dir", "cannot read %s: %v", dir, err)
+		return bad("dir", "cannot read %s: %v", linkedName(dir), err)
 	}
 	return nil
+}
+
+// dirProblem returns the -dir error for err, a failure to open dir, naming
+// where dir leads when it is a symlink.
+func dirProblem(dir string, err error) error {
+	if name := linkedName(dir); name != dir {
+		return bad("dir", "%s: %v", name, err)
+	}
+	return bad("dir", "%v", err)
+}
+
+// linkedName returns dir as an error should name it: with where it leads
+// when it is a symlink, "/srv/site/current (-> /srv/site/releases/X)",
+// since the problem is usually in the release the link points at, and the
+// link's own name does not say which one that is. A missing target is
+// named as the link names it, taken from the link's directory when
+// relative. Symlinks above dir (/var on macOS) are left unsaid: they are
+// not what a deploy switches.
+func linkedName(dir string) string {
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return dir
+	}
+	target, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		if target, err = os.Readlink(dir); err != nil {
+			return dir
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(dir), target)
+		}
+	}
+	if abs, err := filepath.Abs(target); err == nil {
+		target = abs
+	}
+	return dir + " (-> " + target + ")"
 }
 
 // checkFallback requires -fallback, when set, to name a regular file in
@@ -95,7 +132,7 @@ func checkFallback(dir, p string) error {
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return bad("dir", "%v", err)
+		return dirProblem(dir, err)
 	}
 	defer root.Close()
 	return fallbackIn(root, dir, clean[1:])
@@ -110,9 +147,9 @@ func fallbackIn(root *os.Root, dir, name string) error {
 	fi, err := root.Stat(name)
 	switch {
 	case err != nil:
-		return bad("fallback", "/%s in -dir %s: %v", name, dir, err)
+		return bad("fallback", "/%s in -dir %s: %v", name, linkedName(dir), err)
 	case !fi.Mode().IsRegular():
-		return bad("fallback", "/%s in -dir %s is not a regular file", name, dir)
+		return bad("fallback", "/%s in -dir %s is not a regular file", name, linkedName(dir))
 	}
 	return nil
 }

@@ -61,6 +61,7 @@ type Supervisor struct {
 
 	startedAt time.Time
 	committed bool // commit was sent to some worker; owned by Start
+	rollback  bool // Start failed and rolls the generation back; set before the stop begins
 	procs     []*workerProc
 	events    chan event // from every worker's reader, in arrival order
 	readers   sync.WaitGroup
@@ -136,6 +137,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			drain = s.cfg.DrainTimeout
 		}
 		s.log.Error("startup failed, rolling back", "err", err, "drain", drain)
+		s.rollback = true
 		s.beginStop(fmt.Errorf("start: %w", err), drain)
 		go s.monitor() // the barrier no longer reads events
 		<-s.done
@@ -351,7 +353,15 @@ func (s *Supervisor) stop(drain time.Duration) {
 	if err != nil {
 		s.log.Error("stop failed", "err", err)
 	}
-	s.log.Info("generation stopped", "took", time.Since(began).Round(100*time.Microsecond), "clean", s.err == nil)
+	took := time.Since(began).Round(100 * time.Microsecond)
+	switch {
+	case s.rollback && err == nil:
+		// The failure was logged when the rollback began; this only says
+		// that nothing of the generation is left.
+		s.log.Info("generation rolled back", "took", took)
+	default:
+		s.log.Info("generation stopped", "took", took, "clean", s.err == nil)
+	}
 	close(s.done)
 }
 
@@ -396,10 +406,14 @@ func (s *Supervisor) appStopErrors() error {
 var errAppStop = errors.New("app stop failed")
 
 // logCounters logs each worker's final counters, so an operator sees how
-// connections spread across workers.
+// connections spread across workers. A worker that never became ready
+// served nothing and has none to report.
 func (s *Supervisor) logCounters() {
 	for _, p := range s.procs {
 		st := p.getStats()
+		if st == nil && p.stage < stageReady {
+			continue
+		}
 		if st == nil {
 			s.log.Info("worker counters", "worker", p.index, "pid", p.pid, "reported", false)
 			continue
@@ -418,6 +432,7 @@ type workerProc struct {
 	stdout     *os.File // read end of the worker's protocol output
 	out        *lineWriter
 	stage      stage         // owned by the barrier
+	startingAt time.Time     // when it said starting; owned by the barrier
 	exited     chan struct{} // closed once the process is reaped
 	status     error         // cmd.Wait's result; read after exited
 	readerDone chan struct{} // closed once its output is read to the end

@@ -103,10 +103,10 @@ func (h *harness) cleanup() {
 		h.t.Errorf("Stop in cleanup did not return within %v; killing the workers", cleanupBound)
 	}
 	for _, pid := range h.sup.pids() {
-		syscall.Kill(-pid, syscall.SIGKILL)
+		killGroup(pid)
 	}
 	if pid := h.grandchild(); pid > 0 {
-		syscall.Kill(pid, syscall.SIGKILL)
+		kill(pid)
 	}
 	assertNoRaceReports(h.t, h.logs.Name())
 	if h.t.Failed() {
@@ -218,7 +218,7 @@ func (h *harness) counters() []*workerStats {
 // and holds no descriptors. The leader of a multi-threaded process shows
 // as a zombie while its other threads still tear down, files included.
 func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+	if !exists(pid) {
 		return true
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -589,7 +589,7 @@ func TestLostWorkerFailsGeneration(t *testing.T) {
 	h := newHarness(t, 3, nil)
 	h.start()
 	lost := h.sup.pids()[1]
-	syscall.Kill(lost, syscall.SIGKILL)
+	kill(lost)
 	err := h.sup.Wait()
 	want := fmt.Sprintf("worker 1 (pid %d)", lost)
 	if err == nil || !strings.Contains(err.Error(), want) {

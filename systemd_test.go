@@ -216,7 +216,7 @@ func TestLostWorkerIsNotified(t *testing.T) {
 	cmd.Env = append(os.Environ(), mainEnv+"=1", "NOTIFY_SOCKET="+ns.path)
 	s := launchServery(t, cmd)
 	ns.next(t) // READY=1
-	syscall.Kill(s.workerPIDs()[1], syscall.SIGKILL)
+	kill(s.workerPIDs()[1])
 	// One datagram, so the manager sees the reason and the stop together.
 	if d := ns.next(t); !strings.Contains(d.text, "STATUS=worker 1") || !strings.Contains(d.text, "STOPPING=1") {
 		t.Errorf("notification %q; want a STATUS naming worker 1 with STOPPING=1", d.text)

@@ -73,6 +73,15 @@ func TestVendoredCopyServesItsOwnApp(t *testing.T) {
 		t.Errorf("-help does not list the program's flags with servery's:\n%s", help)
 	}
 
+	usage, _ := exec.Command(filepath.Join(mod, "hello"), "-workers", "0").CombinedOutput()
+	if !strings.HasPrefix(string(usage), "hello: -workers: ") {
+		t.Errorf("a usage error says %q; want it to start with the program's own name, hello:", usage)
+	}
+	version, _ := exec.Command(filepath.Join(mod, "hello"), "-version").Output()
+	if !strings.HasPrefix(string(version), "hello example.com/hello ") {
+		t.Errorf("-version says %q; want the program's name and module path first", version)
+	}
+
 	cmd := exec.Command(filepath.Join(mod, "hello"), "-addr", "127.0.0.1:0", "-workers", "3", "-greeting", "hi-there")
 	s := launchServery(t, cmd)
 	if n := len(s.workerPIDs()); n != 3 {

@@ -38,9 +38,14 @@ type runtimeConfig struct {
 	TicketKeys    [][]byte      `json:"ticket_keys"` // shared session ticket keys, newest first; with TLS
 }
 
-// maxHeaderBytes caps a request's header block well under net/http's 1 MiB
-// default; past it the client gets 431.
-const maxHeaderBytes = 16 << 10
+// maxHeaderBytes is http.Server.MaxHeaderBytes, chosen so that an HTTP/1
+// request head (request line, header lines and the blank line, CRLFs
+// included) of up to 16 KiB is read and one byte more gets 431, as the
+// README says: net/http reads MaxHeaderBytes plus 4096 bytes of bufio
+// slack before it gives up (initialReadLimitSize in net/http/server.go).
+// HTTP/2 counts its header list differently: each field's name and value
+// plus 32 bytes, up to MaxHeaderBytes plus 320.
+const maxHeaderBytes = 16<<10 - 4096
 
 // server is one serving runtime: the App's handler behind an http.Server,
 // a connection limit and the counters a worker reports when it exits. The
@@ -53,10 +58,14 @@ type server struct {
 	logFile  io.WriteCloser                  // the access log, when it is a file
 	accepted atomic.Int64
 	served   atomic.Int64
-	open     atomic.Int64                 // HTTP/1 connections not yet closed (trackConns)
+	inflight atomic.Int64                 // handlers running (counting), which a drain waits for
+	h1       h1Conns                      // HTTP/1 connections not yet closed (trackConns)
 	ln       atomic.Pointer[net.Listener] // what serve accepts on, for drain to close
 	draining atomic.Bool                  // drain closed ln: serve's end is not an error
-	serving  chan struct{}                // closed when serve returns
+	// drainBegan is when the drain began; it is set once, before
+	// draining, and nil until then.
+	drainBegan atomic.Pointer[time.Time]
+	serving    chan struct{} // closed when serve returns
 }
 
 // newServer builds a runtime for cfg that serves h. It opens the access
@@ -70,6 +79,7 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnState:         srv.trackConns,
+		ConnContext:       srv.connContext,
 		// Accept errors, handler panics, handshake failures: an operator
 		// must see them.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -111,16 +121,26 @@ func (srv *server) setIdentity(id *tlsIdentity) error {
 	return nil
 }
 
-// counting wraps h to count answered requests. Once a drain has begun it
-// also marks every HTTP/1 response Connection: close, so a keep-alive
-// client learns from the answer itself not to send another request on the
-// connection (see drain).
+// counting wraps h to count the handlers running, which a drain waits
+// for, and the requests answered. It answers each HTTP/1 request through
+// its connection's drainWriter, which marks the response Connection: close
+// when its header is committed during a drain (see drain). Per request
+// that costs two atomic adds, a context lookup and no allocation.
 func (srv *server) counting(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if srv.draining.Load() && r.ProtoMajor == 1 {
-			w.Header()["Connection"] = hdrClose
+		srv.inflight.Add(1)
+		defer srv.inflight.Add(-1)
+		var dw *drainWriter
+		if r.ProtoMajor == 1 {
+			if c, ok := r.Context().Value(h1ConnKey{}).(*h1Conn); ok {
+				dw = c.answer(w)
+				w = dw
+			}
 		}
 		h.ServeHTTP(w, r)
+		if dw != nil {
+			dw.done()
+		}
 		srv.served.Add(1)
 	})
 }
@@ -146,33 +166,39 @@ func (srv *server) serve(ln net.Listener) error {
 	return fmt.Errorf("serve: %w", err)
 }
 
-// trackConns counts the open HTTP/1 connections, which a drain waits for
-// (see drain.go). Only the first and last states matter; the per-request
-// ones pass through at the cost of a switch.
+// trackConns keeps what a drain knows of each connection (see drain.go):
+// the set of open HTTP/1 connections, and whether each is answering a
+// request or since when it has been idle. Outside a drain a request costs
+// it two stores, and no clock read.
 func (srv *server) trackConns(c net.Conn, state http.ConnState) {
+	lc := asLimitConn(c)
+	if lc == nil {
+		return
+	}
 	switch state {
 	case http.StateNew:
-		srv.open.Add(1)
+		srv.h1.add(&lc.h1)
+	case http.StateActive:
+		lc.h1.idleSince.Store(connBusy)
+	case http.StateIdle:
+		var idle time.Duration
+		if began := srv.drainBegan.Load(); began != nil {
+			idle = time.Since(*began)
+		}
+		lc.h1.idleSince.Store(int64(idle))
 	case http.StateClosed, http.StateHijacked:
-		srv.uncount(c)
+		srv.h1.remove(&lc.h1)
 	}
 }
 
-// uncount takes c off the open count, once.
-func (srv *server) uncount(c net.Conn) {
-	if lc := asLimitConn(c); lc != nil && lc.uncounted.CompareAndSwap(false, true) {
-		srv.open.Add(-1)
-	}
-}
-
-// helloH2 takes a TLS connection off the open count when it will speak
+// helloH2 takes a TLS connection out of the HTTP/1 set when it will speak
 // HTTP/2 (the client offers h2, which the server prefers): HTTP/2 has its
 // own graceful shutdown (GOAWAY, then refused streams, which clients
 // retry), which Shutdown runs. It returns no config, so the server's is
 // used.
 func (srv *server) helloH2(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-	if slices.Contains(hello.SupportedProtos, "h2") {
-		srv.uncount(hello.Conn)
+	if lc := asLimitConn(hello.Conn); lc != nil && slices.Contains(hello.SupportedProtos, "h2") {
+		srv.h1.remove(&lc.h1)
 	}
 	return nil, nil
 }
@@ -242,7 +268,7 @@ func runWorker(wio workerIO, app App) int {
 	var logp atomic.Pointer[slog.Logger]
 	logp.Store(wio.log)
 	stopWatch := exitOnTermUntilServing(wio.term, &logp)
-	rt, err := prepare(in, wio, app, &logp)
+	rt, err := prepare(in, out, wio, app, &logp)
 	if err != nil {
 		logp.Load().Error("worker failed", "err", err)
 		out.send(message{Type: msgFailed, Reason: err.Error()})
@@ -283,8 +309,9 @@ type workerRuntime struct {
 // prepare reads the config message, runs the App's start step within the
 // startup timeout, builds the server around its handler and adopts the
 // listener, accepting nothing yet. Once it has the config it stores the
-// worker's logger in logp.
-func prepare(in *lineReader, wio workerIO, app App, logp *atomic.Pointer[slog.Logger]) (*workerRuntime, error) {
+// worker's logger in logp and says starting, so a parent whose startup
+// times out can tell a slow App.Start from a worker that never got going.
+func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomic.Pointer[slog.Logger]) (*workerRuntime, error) {
 	m, err := in.next()
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -296,6 +323,9 @@ func prepare(in *lineReader, wio workerIO, app App, logp *atomic.Pointer[slog.Lo
 	rt := &workerRuntime{cfg: cfg, app: app,
 		log: wio.log.With("worker", cfg.Index, "pid", os.Getpid(), "generation", cfg.Generation)}
 	logp.Store(rt.log)
+	if err := out.send(message{Type: msgStarting}); err != nil {
+		return nil, err
+	}
 	ctx, cancel := startupContext(context.Background(), cfg.StartupTimeout)
 	defer cancel()
 	rt.h, err = startApp(ctx, app, Worker{Index: cfg.Index, Count: cfg.Count, Generation: cfg.Generation, Log: rt.log})
@@ -383,8 +413,9 @@ func awaitCommit(msgs <-chan message) (bool, error) {
 
 // serveUntilDrain serves until stdin ends (a stop, or the parent died) and
 // then drains; SIGTERM during the drain closes every connection at once.
-// The App's stop step runs after the drain, until SIGTERM or the force
-// deadline. It reports the counters, and the stop step's failure, in a
+// The App's stop step runs after the drain, so after the last handler has
+// returned unless the drain was cut, until SIGTERM or the force deadline.
+// It reports the counters, and the stop step's failure, in a
 // done message and returns the exit status: 1 if the drain was cut or the
 // stop step failed.
 func serveUntilDrain(rt *workerRuntime, out *lineWriter, msgs <-chan message, served <-chan error, term <-chan os.Signal) int {

@@ -139,7 +139,7 @@ func smallSendBuffers(t *testing.T) net.Listener {
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var err error
 		rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 32<<10)
+			err = setSendBuffer(fd, 32<<10)
 		})
 		return err
 	}}

@@ -233,7 +233,14 @@ mutant sidecar-stale "a sidecar older than its file is never served" \
 	"sidecars are used whatever their modification time" \
 	"TestStaleSidecarIsNotServed"
 m_sidecar-stale() {
-	edit encoding.go '&& fi.ModTime().UnixNano() >= modTime' ''
+	edit encoding.go 'fi.ModTime().Unix() >= time.Unix(0, modTime).Unix()' 'fi.ModTime().Unix() >= time.Unix(0, 0).Unix()'
+}
+
+mutant sidecar-second "a sidecar made by brotli -k (its time cut to the second) is served" \
+	"sidecar times compared to the nanosecond" \
+	"TestSidecarWithItsFilesTimeCutToTheSecondIsServed"
+m_sidecar-second() {
+	edit encoding.go 'fi.ModTime().Unix() >= time.Unix(0, modTime).Unix()' 'fi.ModTime().UnixNano() >= time.Unix(0, modTime).UnixNano()'
 }
 
 mutant sidecar-reval "a changed sidecar is noticed like a changed file" \
@@ -291,6 +298,29 @@ mutant reload-drain "a retiring worker answers every connection it accepted" \
 	"TestReloadUnderLoadDropsNothing"
 m_reload-drain() {
 	edit drain.go '	srv.awaitClosed(ctx)' ''
+}
+
+mutant drain-busy "a keep-alive connection is never closed under a request its client may have sent" \
+	"the drain does not wait for a response under way when it began" \
+	"TestKeepAliveRequestAfterAResponseThatSpansADrainIsAnswered"
+m_drain-busy() {
+	edit drain.go '			case connBusy:
+				return false' '			case connBusy:
+				return true'
+}
+
+mutant drain-close "every HTTP/1 response committed during a drain says Connection: close" \
+	"only handlers that began after the drain are told" \
+	"TestResponseCommittedAfterADrainBeganSaysConnectionClose"
+m_drain-close() {
+	edit drain.go '		d.ResponseWriter.Header()["Connection"] = hdrClose' ''
+}
+
+mutant drain-handlers "the App's stop runs only after every handler returned" \
+	"the drain ends when net/http's Shutdown does" \
+	"TestDrainEndsOnlyAfterEveryHandlerReturned"
+m_drain-handlers() {
+	edit drain.go '		err = srv.awaitHandlers(ctx)' '		err = nil'
 }
 
 mutant end-all "the end stops every generation, one promoted as it began included" \

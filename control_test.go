@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProgramReloadsAndStopsThroughControl(t *testing.T) {
+	for _, workers := range []string{"1", "2"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			ns := newNotifySocket(t)
+			s, marks := startProbeServery(t, ns, "-workers", workers, "-parent-reloads", "2")
+			if code := s.wait(20 * time.Second); code != exitOK {
+				t.Fatalf("exit status %d; want %d after the program's own stop", code, exitOK)
+			}
+			for i := 1; i <= 2; i++ {
+				if got := readMark(t, marks, fmt.Sprintf("parent-reload-%d", i)); got != "ok" {
+					t.Errorf("Control.Reload #%d = %q; want ok", i, got)
+				}
+			}
+			logs := s.logs()
+			for _, want := range []string{`msg=reloaded generation=3`, `msg="stop requested" by=program`} {
+				if !strings.Contains(logs, want) {
+					t.Errorf("log lacks %q:\n%s", want, logs)
+				}
+			}
+			s.assertNoWorkersLeft()
+		})
+	}
+}
+
+func TestControlReloadReportsWhyItFailed(t *testing.T) {
+	for _, workers := range []string{"1", "2"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			ns := newNotifySocket(t)
+			s, marks := startProbeServery(t, ns, "-workers", workers, "-parent-reloads", "1",
+				"-start-fault", "fail", "-fault-generation", "2")
+			if code := s.wait(20 * time.Second); code != exitOK {
+				t.Fatalf("exit status %d; want %d: a failed reload leaves the service serving", code, exitOK)
+			}
+			if got := readMark(t, marks, "parent-reload-1"); !strings.Contains(got, "no database") {
+				t.Errorf("Control.Reload = %q; want the App's start error", got)
+			}
+			s.assertNoWorkersLeft()
+		})
+	}
+}
+
+// readMark returns the text of the probe's marker file name, or "".
+func readMark(t *testing.T, marks, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(marks, name))
+	if err != nil {
+		t.Errorf("no mark %s: %v", name, err)
+	}
+	return string(b)
+}
+
+func TestVersionNamesTheModuleAndRevision(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skip("not a git checkout: nothing to stamp")
+	}
+	exe := filepath.Join(t.TempDir(), "servery")
+	build := exec.Command(goCmd, "build", "-buildvcs=true", "-o", exe, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(exe, "-version")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("servery -version: %v\n%s", err, stderr.String())
+	}
+	want := "servery servery "
+	line := stdout.String()
+	if !strings.HasPrefix(line, want) || !strings.Contains(line, "revision "+strings.TrimSpace(string(head))) ||
+		!strings.Contains(line, "go1.") || strings.Count(line, "\n") != 1 {
+		t.Errorf("-version printed %q; want one line starting %q with revision %s and the Go release", line, want, head)
+	}
+}
+
+func TestVersionSaysWhenTheBuildHasNoRevision(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "servery", Version: "(devel)"}}
+	got := versionLine("servery", bi)
+	if !strings.Contains(got, "revision unknown") || !strings.Contains(got, "go1.26.8") {
+		t.Errorf("versionLine = %q; want the missing revision said, and the Go release", got)
+	}
+}
