@@ -340,8 +340,8 @@ func TestDirectReloadCutByAStopHoldsNothing(t *testing.T) {
 			t.Errorf("notifications %q: %q after STOPPING=1", got, d)
 		}
 	}
-	if !strings.Contains(s.logs(), `msg="reload failed, still serving" generation=2`) {
-		t.Errorf("want the cut reload logged as failed:\n%s", s.logs())
+	if !strings.Contains(s.logs(), `msg="reload cut short by the stop, rolled back" generation=2`) {
+		t.Errorf("want the cut reload logged as cut short:\n%s", s.logs())
 	}
 }
 

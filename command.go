@@ -77,10 +77,7 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	}
 	watchSignals(fe)
 	fe.n = newNotifier(log)
-	if cfg.Workers == 1 {
-		return runDirect(cfg, app, ln, fe)
-	}
-	return runSupervised(cfg, app, ln, fe)
+	return runService(cfg, app, ln, fe)
 }
 
 // programName is the name this program was started as, for the lines it
@@ -170,31 +167,34 @@ func watchSignals(fe *frontEnd) {
 	}()
 }
 
-// runSupervised runs the service's generations of workers until a stop
-// is requested or a worker is lost, then stops them.
-func runSupervised(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
+// runService runs the service's generations until a stop is requested
+// or a serving worker is lost, then stops them, and returns the exit
+// status. With -workers 1 a generation is direct mode's in-process
+// handler, otherwise worker processes; the lifecycle loop drives both
+// alike (lifecycle.go).
+func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	log := fe.log
-	svc := newService(cfg.supervisor(), ln, log)
+	build, err := generations(cfg, app, ln, log)
+	if err != nil {
+		ln.Close()
+		log.Error("cannot build runtime", "generation", 1, "err", err)
+		return exitFailure
+	}
+	svc := newService(ln, log, cfg.Workers, build)
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
-	svc.reloadTLS = cfg.reloadTLS
+	svc.serving = func(n int) { fe.generation.Store(int64(n)) }
 	fe.generation.Store(1)
-	reload := func(ctx context.Context) error {
-		err := svc.Reload(ctx)
-		fe.generation.Store(int64(svc.servingGeneration()))
-		return err
-	}
-	go fe.reloads.run(func() {
-		if err := reload(context.Background()); errors.Is(err, errNotServing) {
-			log.Warn("reload ignored: not serving yet, or stopping", "generation", fe.generation.Load())
-		}
-	}, fe.stop)
+	go fe.reloads.run(svc.requestReload, svc.done)
 	go func() {
-		<-fe.stop
-		svc.Stop(fe.hurry) // a signal during startup cancels it
+		select {
+		case <-fe.stop:
+			svc.Stop(fe.hurry) // a signal during startup cancels it
+		case <-svc.done:
+		}
 	}()
 	if err := svc.Start(context.Background()); err != nil {
-		if errors.Is(err, context.Canceled) && !errors.Is(err, errSurvived) {
+		if errors.Is(err, context.Canceled) && !errors.Is(err, errSurvived) && !errors.Is(err, errAppStop) {
 			// The operator stopped a startup, and the rollback was clean.
 			log.Info("stopped during startup", "generation", 1, "rolled_back", err)
 			return exitOK
@@ -204,15 +204,29 @@ func runSupervised(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	}
 	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", cfg.Workers,
 		"pids", fmt.Sprint(svc.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
-	defer fe.startParent(app, reload)()
-	err := svc.Wait()
-	gen := svc.servingGeneration()
+	defer fe.startParent(app, svc.Reload)()
+	err = svc.Wait()
+	gen := svc.state().Serving
 	if err != nil {
 		log.Error("stopped with error", "generation", gen, "err", err)
 		return exitFailure
 	}
 	log.Info("stopped", "generation", gen)
 	return exitOK
+}
+
+// generations returns what builds each generation for the Service:
+// direct mode's handler with -workers 1, around the one server it builds
+// here, or worker processes.
+func generations(cfg *config, app App, ln net.Listener, log *slog.Logger) (func(int, [][]byte, func(error)) generation, error) {
+	if cfg.Workers > 1 {
+		return workerGenerations(cfg.supervisor(), ln, log, cfg.reloadTLS), nil
+	}
+	rt, err := newDirectRuntime(cfg, app, ln, log)
+	if err != nil {
+		return nil, err
+	}
+	return rt.generation, nil
 }
 
 func errString(err error) string {

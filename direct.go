@@ -1,211 +1,197 @@
 package main
 
 // direct.go is direct mode (-workers 1): the App's handler served in this
-// process, with no worker and no barrier, and its reload, which builds
-// the handler again in-process and swaps it in under live connections.
+// process, with no worker and no barrier. Each generation is one build of
+// the handler (directGen); the lifecycle loop (lifecycle.go) drives them
+// exactly as it drives generations of workers, so a reload builds the
+// handler again in-process and swaps it in under live connections, and a
+// stop drains the one server.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// runDirect serves app in this process until a signal, then drains and
-// runs the App's stop step within what is left of the force deadline. A
-// reload swaps in a newly built handler (directReload).
-func runDirect(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
-	log := fe.log
-	fe.generation.Store(1)
-	h, err := startDirect(context.Background(), cfg, app, 1, log)
-	if err != nil {
-		ln.Close()
-		log.Error("cannot build runtime", "generation", 1, "err", err)
-		return exitFailure
-	}
-	apps := &directSwap{}
-	apps.current.Store(&directApp{h: h, generation: 1})
-	srv, err := newServer(cfg.Runtime, apps, log)
-	if err != nil {
-		ln.Close()
-		stopApp(context.Background(), time.Time{}, app, h)
-		log.Error("cannot build runtime", "generation", 1, "err", err)
-		return exitFailure
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.serve(ln) }()
-	r := &directReload{cfg: cfg, app: app, srv: srv, apps: apps, fe: fe}
-	reloadCtx, cancelReload := context.WithCancel(context.Background())
-	defer cancelReload()
-	// A reload, asked for by SIGHUP or the program, is cut short by the stop.
-	reload := func(ctx context.Context) error {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(reloadCtx, cancel)()
-		return r.reload(ctx)
-	}
-	go fe.reloads.run(func() { reload(context.Background()) }, fe.stop)
-	if cfg.TicketKeys != nil {
-		go rotateDirect(srv, cfg.TicketKeys, fe.stop, log)
-	}
-	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", 1,
-		"ready_in", time.Since(processStart).Round(100*time.Microsecond))
-	fe.n.notify("READY=1", "STATUS=serving with 1 worker (direct mode)")
-	defer fe.startParent(app, reload)()
-	select {
-	case err := <-served:
-		log.Error("serving stopped", "generation", 1, "err", err)
-		return exitFailure
-	case <-fe.stop:
-	}
-	fe.n.notify("STOPPING=1")
-	began := time.Now()
-	// A reload in progress gives up at once (its App start is cancelled)
-	// and stops what it built; none begins after this.
-	cancelReload()
-	r.mu.Lock()
-	last := apps.current.Load()
-	err = srv.drain(fe.hurry)
-	st := srv.stats()
-	log.Info("stopped", "generation", last.generation, "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
-	r.retiring.Wait() // a replaced handler's last requests and stop step
-	force := began.Add(cfg.ForceTimeout)
-	stopCtx, cancel := context.WithDeadline(fe.hurry, force)
-	defer cancel()
-	if err := stopApp(stopCtx, force, app, last.h); err != nil {
-		log.Error("app stop failed", "generation", last.generation, "err", err)
-		return exitFailure
-	}
-	return exitOK
+// directRuntime is what every generation of direct mode shares: the one
+// http.Server, its listener and the swap that hands each request to the
+// current generation's handler.
+type directRuntime struct {
+	cfg  *config
+	app  App
+	srv  *server
+	ln   net.Listener
+	swap *directSwap
+	log  *slog.Logger
+
+	keyMu  sync.Mutex
+	keySeq uint64 // of the ticket keys installed last
 }
 
-// rotateDirect rotates the direct mode's ticket keys every
-// ticketKeyRotation, as the Service does for workers, until stop closes.
-func rotateDirect(srv *server, keys *ticketKeys, stop <-chan struct{}, log *slog.Logger) {
-	t := time.NewTicker(ticketKeyRotation)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			if err := keys.rotate(); err != nil {
-				log.Error("ticket key rotation", "err", err)
-				continue
-			}
-			setTicketKeys(srv.tls, keys.current())
-			log.Info("ticket keys rotated")
-		case <-stop:
-			return
+// newDirectRuntime builds the server around an empty swap; nothing is
+// accepted until the first generation serves.
+func newDirectRuntime(cfg *config, app App, ln net.Listener, log *slog.Logger) (*directRuntime, error) {
+	rt := &directRuntime{cfg: cfg, app: app, ln: ln, swap: &directSwap{}, log: log}
+	srv, err := newServer(cfg.Runtime, rt.swap, log)
+	if err != nil {
+		return nil, fmt.Errorf("build runtime: %w", err)
+	}
+	rt.srv = srv
+	return rt, nil
+}
+
+// generation returns direct mode's generation n, which reports the
+// server's failure through lost while it serves. The ticket keys are the
+// server's, installed by serve.
+func (rt *directRuntime) generation(n int, _ [][]byte, lost func(error)) generation {
+	d := &directGen{rt: rt, n: n, lost: lost, done: make(chan struct{})}
+	d.hurry, d.cut = context.WithCancel(context.Background())
+	return d
+}
+
+// directGen is one generation of direct mode: one build of the App's
+// handler, and for a reload the TLS identity read again.
+type directGen struct {
+	rt   *directRuntime
+	n    int
+	lost func(error)
+	app  *directApp   // what Start built
+	id   *tlsIdentity // a reload's identity, read again; nil: keep the one served
+
+	hurry    context.Context    // ends to skip the rest of the drain
+	cut      context.CancelFunc // ends hurry
+	stopOnce sync.Once
+	done     chan struct{} // closed once the stop has finished
+	err      error         // the stop's result; read after done
+}
+
+// Start reads the TLS identity again, for a reload, and runs the App's
+// start step within the startup timeout. A Start that ctx cancels returns
+// at once; a handler its App returns later is stopped then (startApp).
+func (d *directGen) Start(ctx context.Context) error {
+	if d.n > 1 {
+		id, err := d.rt.cfg.reloadTLS()
+		if err != nil {
+			return fmt.Errorf("reload tls: %w", err)
 		}
+		if id != nil {
+			if _, err := id.certificate(); err != nil {
+				return fmt.Errorf("reload tls: -tls-cert: %w", err)
+			}
+		}
+		d.id = id
+	}
+	h, err := startDirect(ctx, d.rt.cfg, d.rt.app, d.n, d.rt.log)
+	if err != nil {
+		return err
+	}
+	d.app = &directApp{h: h, generation: d.n, lost: d.lost}
+	return nil
+}
+
+// serve swaps the new handler (and certificate) in: every request that
+// begins from now on gets it. The first generation also starts the
+// server; its failure is the serving generation's loss.
+func (d *directGen) serve(seq uint64, keys [][]byte) {
+	rt := d.rt
+	if d.id != nil {
+		rt.srv.setIdentity(d.id) // parsed by Start, so it cannot fail
+	}
+	if keys != nil {
+		d.sendTicketKeys(seq, keys)
+	}
+	if old := rt.swap.current.Swap(d.app); old != nil {
+		return
+	}
+	go func() {
+		// The Service closes the listener when the end begins, before
+		// the drain does: that is no failure.
+		if err := rt.srv.serve(rt.ln); err != nil && !errors.Is(err, net.ErrClosed) {
+			rt.swap.current.Load().lost(err)
+		}
+	}()
+}
+
+// beginStop begins the generation's stop in a goroutine of its own. The
+// generation still current drains the server, as the end of the service;
+// one replaced by a reload waits for its last request. Either then runs
+// the App's stop step within what is left of the force deadline.
+func (d *directGen) beginStop(error) {
+	d.stopOnce.Do(func() {
+		go func() {
+			d.err = d.stop(time.Now())
+			close(d.done)
+		}()
+	})
+}
+
+// stop is the generation's stop, its deadlines measured from began.
+func (d *directGen) stop(began time.Time) error {
+	rt, log, hurry := d.rt, d.rt.log.With("generation", d.n), d.hurry
+	if rt.swap.current.Load() == d.app {
+		err := rt.srv.drain(hurry)
+		st := rt.srv.stats()
+		log.Info("stopped", "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
+	} else {
+		drain, cancelDrain := context.WithTimeout(hurry, rt.cfg.Runtime.DrainTimeout)
+		if err := d.app.idle(drain); err != nil {
+			log.Warn("old handler stopped with requests on it", "err", err)
+		}
+		cancelDrain()
+	}
+	force := began.Add(rt.cfg.ForceTimeout)
+	stopCtx, cancelStop := context.WithDeadline(hurry, force)
+	defer cancelStop()
+	if err := stopApp(stopCtx, force, rt.app, d.app.h); err != nil {
+		log.Error("app stop failed", "err", err)
+		return fmt.Errorf("%w: %w", errAppStop, err)
+	}
+	return nil
+}
+
+func (d *directGen) Wait() error {
+	<-d.done
+	return d.err
+}
+
+func (d *directGen) skipDrain() { d.cut() }
+
+// sendTicketKeys installs rotated keys in the one server, unless newer
+// ones already are.
+func (d *directGen) sendTicketKeys(seq uint64, keys [][]byte) {
+	rt := d.rt
+	rt.keyMu.Lock()
+	defer rt.keyMu.Unlock()
+	if rt.srv.tls == nil || seq < rt.keySeq {
+		return
+	}
+	rt.keySeq = seq
+	if err := setTicketKeys(rt.srv.tls, keys); err != nil {
+		rt.log.Warn("ticket keys", "generation", d.n, "err", err)
 	}
 }
+
+func (d *directGen) number() int { return d.n }
+func (d *directGen) pids() []int { return []int{os.Getpid()} }
 
 // startDirect runs the App's start step in this process, as worker 0 of 1
 // of generation, within the startup timeout.
 func startDirect(ctx context.Context, cfg *config, app App, generation int, log *slog.Logger) (http.Handler, error) {
 	ctx, cancel := startupContext(ctx, cfg.StartupTimeout)
 	defer cancel()
-	return startApp(ctx, app, Worker{Index: 0, Count: 1, Generation: generation, Log: log})
-}
-
-// directReload is the direct mode's reload. One process has no second
-// generation to start, so it builds the App's handler again in-process,
-// with the TLS identity read again, and swaps both in only if both build;
-// otherwise the old ones keep serving, untouched. The listener, the
-// http.Server and its connections stay, so nothing is refused or reset.
-// Every request is answered whole by the handler that was current when it
-// began, and the replaced handler's stop step runs once its last request
-// has finished, within the drain timeout.
-type directReload struct {
-	cfg  *config
-	app  App
-	srv  *server
-	apps *directSwap
-	fe   *frontEnd
-
-	mu       sync.Mutex     // held by a reload, then by the stop
-	retiring sync.WaitGroup // replaced handlers not yet stopped
-}
-
-// reload is one reload; ctx ends when the stop begins. It notifies the
-// service manager as the Service does; the notifier drops what would
-// follow STOPPING=1. It returns why the reload failed, or errNotServing
-// once the stop has begun.
-func (r *directReload) reload(ctx context.Context) error {
-	if ctx.Err() != nil {
-		return errNotServing // the stop holds r.mu from now on
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	log, n := r.fe.log, r.fe.n
-	cur := r.apps.current.Load()
-	gen := cur.generation + 1
-	n.notify("RELOADING=1", monotonicUsec())
-	log.Info("reloading", "generation", gen, "serving", cur.generation)
-	h, id, err := r.build(ctx, gen)
-	if err != nil {
-		log.Error("reload failed, still serving", "generation", gen, "serving", cur.generation, "err", err)
-		n.notify("READY=1", fmt.Sprintf("STATUS=reload failed, generation %d still serving: %v", cur.generation, err))
-		return fmt.Errorf("reload: %w", err)
-	}
-	r.srv.setIdentity(id) // parsed by build, so it cannot fail
-	old := r.apps.swap(&directApp{h: h, generation: gen})
-	r.fe.generation.Store(int64(gen))
-	log.Info("reloaded", "generation", gen, "retiring", old.generation)
-	n.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving (direct mode)", gen))
-	r.retiring.Go(func() { r.retire(old) })
-	return nil
-}
-
-// build reads the TLS identity again and starts the App as generation
-// gen; it fails if either fails or ctx ended meanwhile.
-func (r *directReload) build(ctx context.Context, gen int) (http.Handler, *tlsIdentity, error) {
-	id, err := r.cfg.reloadTLS()
-	if err != nil {
-		return nil, nil, err
-	}
-	if id != nil {
-		if _, err := id.certificate(); err != nil {
-			return nil, nil, fmt.Errorf("-tls-cert: %w", err)
-		}
-	}
-	h, err := startDirect(ctx, r.cfg, r.app, gen, r.fe.log)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		stopApp(context.Background(), time.Time{}, r.app, h)
-		return nil, nil, err
-	}
-	return h, id, nil
-}
-
-// retire waits until no request is left on a replaced handler, within the
-// drain timeout, then runs its stop step within what is left of the force
-// timeout; a second signal cuts both short.
-func (r *directReload) retire(old *directApp) {
-	log := r.fe.log
-	drain, cancel := context.WithTimeout(r.fe.hurry, r.cfg.Runtime.DrainTimeout)
-	defer cancel()
-	if err := old.idle(drain); err != nil {
-		log.Warn("old handler stopped with requests on it", "generation", old.generation, "err", err)
-	}
-	force := time.Now().Add(r.cfg.ForceTimeout - r.cfg.Runtime.DrainTimeout)
-	stopCtx, cancelStop := context.WithDeadline(r.fe.hurry, force)
-	defer cancelStop()
-	if err := stopApp(stopCtx, force, r.app, old.h); err != nil {
-		log.Error("app stop failed", "generation", old.generation, "err", err)
-		return
-	}
-	log.Info("generation retired", "generation", old.generation)
+	return startApp(ctx, app, Worker{Index: 0, Count: 1, Generation: generation, Log: log.With("generation", generation)})
 }
 
 // directSwap is the direct mode's handler: it passes each request to the
-// current build of the App's handler and counts it there, so a reload
-// knows when a replaced one has no request left.
+// current generation's handler and counts it there, so a replaced one
+// knows when it has no request left.
 type directSwap struct {
 	current atomic.Pointer[directApp]
 }
@@ -215,6 +201,7 @@ type directSwap struct {
 type directApp struct {
 	h          http.Handler
 	generation int
+	lost       func(error)
 	inflight   atomic.Int64
 }
 
@@ -225,8 +212,8 @@ func (d *directSwap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // acquire returns the current app with the request counted on it. The
-// count is taken before the second look, so once swap has replaced an app,
-// no request can begin on it unseen.
+// count is taken before the second look, so once a swap has replaced an
+// app, no request can begin on it unseen.
 func (d *directSwap) acquire() *directApp {
 	for {
 		a := d.current.Load()
@@ -236,12 +223,6 @@ func (d *directSwap) acquire() *directApp {
 		}
 		a.inflight.Add(-1)
 	}
-}
-
-// swap makes next current and returns the app it replaced, on which no
-// request begins from now on.
-func (d *directSwap) swap(next *directApp) *directApp {
-	return d.current.Swap(next)
 }
 
 // idle blocks until no request is left on a, or ctx ends.

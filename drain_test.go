@@ -437,7 +437,7 @@ func TestDirectReloadRetiresAHandlerOnlyAfterItsResetStreamsReturned(t *testing.
 	<-started
 	leave()
 	<-left
-	apps.swap(&directApp{h: http.NotFoundHandler(), generation: 2})
+	apps.current.Swap(&directApp{h: http.NotFoundHandler(), generation: 2})
 	// What directReload.retire waits for before the old handler's stop.
 	idle := make(chan error, 1)
 	go func() { idle <- old.idle(context.Background()) }()

@@ -111,7 +111,7 @@ func TestSecondSIGTERMDuringAReloadSkipsTheDrain(t *testing.T) {
 	}
 	logs := s.logs()
 	for _, want := range []string{
-		`msg="reload failed, still serving" generation=2`,
+		`msg="reload cut short by the stop, rolled back" generation=2`,
 		// The in-flight download kept a worker draining; the skipped
 		// drain terminated it at once instead of after -drain-timeout.
 		`msg="worker outlived deadline" generation=1 worker=\d+ pid=\d+ action=terminate`,

@@ -138,14 +138,12 @@ func (h *serviceHarness) waitRetired() {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		h.svc.mu.Lock()
-		old := h.svc.retiring
-		h.svc.mu.Unlock()
-		if old == nil {
+		old := h.svc.state().Retiring
+		if old == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("generation %d still retiring after 10s", old.cfg.Generation)
+			h.t.Fatalf("generation %d still retiring after 10s", old)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -202,7 +200,7 @@ func TestFailedReloadChangesNothing(t *testing.T) {
 			pointAt(h.t, current, "gone")
 		}, want: "no such file"},
 		{name: "bad certificate", breaks: func(h *serviceHarness, _ string) {
-			h.svc.reloadTLS = func() (*tlsIdentity, error) {
+			h.readTLS = func() (*tlsIdentity, error) {
 				return loadTLSIdentity(filepath.Join(h.dir, "index.html"), filepath.Join(h.dir, "index.html"))
 			}
 		}, want: "reload tls"},
@@ -410,32 +408,35 @@ func TestWorkerOfARetiringGenerationIsNotLost(t *testing.T) {
 }
 
 func TestReloadRequestsCoalesceIntoOneMore(t *testing.T) {
-	r := newReloader()
-	release := make(chan struct{})
-	var calls atomic.Int64
-	stop := make(chan struct{})
-	defer close(stop)
-	started := make(chan struct{}, 10)
-	go r.run(func() {
-		calls.Add(1)
-		started <- struct{}{}
-		<-release
-	}, stop)
-	r.request()
-	<-started // the first reload runs
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Setenv(gateEnv, gate)
+	h := newServiceHarness(t, 2, nil)
+	h.later = map[int]map[int]string{2: {0: faultHeldPrepared, 1: faultHeldPrepared}}
+	if err := h.svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.svc.requestReload()
+	for !strings.Contains(h.readLogs(), `msg="holding prepared"`) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	for range 5 {
-		r.request() // five more arrive meanwhile
+		h.svc.requestReload() // five more arrive during the first
 	}
-	release <- struct{}{}
-	<-started // one more runs
-	release <- struct{}{}
-	select {
-	case <-started:
-		t.Fatalf("a third reload ran; want the five requests coalesced into one")
-	case <-time.After(100 * time.Millisecond):
+	os.Remove(gate)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st := h.svc.state(); st.Serving == 3 && st.Starting == 0 && st.Retiring == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("generation 3 never served alone: %+v", h.svc.state())
+		}
 	}
-	if n := calls.Load(); n != 2 {
-		t.Errorf("%d reloads for 1 + 5 requests during it; want 2", n)
+	time.Sleep(200 * time.Millisecond) // time for a third reload to begin, were one due
+	if n := strings.Count(h.readLogs(), "msg=reloading "); n != 2 {
+		t.Errorf("%d reloads for 1 + 5 requests during it; want 2, the five coalesced into one", n)
 	}
 }
 

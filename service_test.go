@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,30 +34,52 @@ type serviceHarness struct {
 	// later holds the faults of generations after the first, by
 	// generation and then worker index.
 	later map[int]map[int]string
+	// readTLS is what a reload's generation reads its TLS identity with;
+	// nil: the first generation's.
+	readTLS func() (*tlsIdentity, error)
+	// wrap, when set, wraps each generation as the Service sees it.
+	wrap func(gen *Supervisor, lost func(error)) generation
 }
 
 func newServiceHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*supervisorConfig)) *serviceHarness {
 	t.Helper()
 	h := &serviceHarness{harness: newHarness(t, workers, faults, edit...)}
-	h.svc = newService(h.sup.cfg, h.ln, slog.New(slog.NewTextHandler(h.logs, nil)))
-	h.svc.newGeneration = func(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Supervisor {
-		sup := newSupervisor(cfg, ln, log)
-		sup.seam.command = h.sup.seam.command
-		h.mu.Lock()
-		if faults := h.later[cfg.Generation]; faults != nil {
-			sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
-				cmd := exec.Command(os.Args[0], args...)
-				cmd.Env = append(os.Environ(), faultEnv+"="+faults[i], pidFileEnv+"="+h.pidFile)
-				cmd.Stderr = h.logs
-				return cmd, nil
-			}
-		}
-		h.gens = append(h.gens, sup)
-		h.mu.Unlock()
-		return sup
-	}
+	h.svc = newService(h.ln, slog.New(slog.NewTextHandler(h.logs, nil)), workers, h.build)
 	t.Cleanup(h.cleanupService)
 	return h
+}
+
+// build makes generation n as workerGenerations does, with the harness's
+// test-binary workers and faults, and the Service's logger as it is now,
+// so a test can hook it.
+func (h *serviceHarness) build(n int, keys [][]byte, lost func(error)) generation {
+	h.mu.Lock()
+	readTLS, wrap := h.readTLS, h.wrap
+	h.mu.Unlock()
+	sup := workerGenerations(h.sup.cfg, h.ln, h.svc.log, readTLS)(n, keys, lost).(*Supervisor)
+	h.record(sup)
+	if wrap != nil {
+		return wrap(sup, lost)
+	}
+	return sup
+}
+
+// record sets the seam of a generation's workers and keeps the generation,
+// so cleanup can find every worker.
+func (h *serviceHarness) record(sup *Supervisor) {
+	cfg := sup.cfg
+	sup.seam.command = h.sup.seam.command
+	h.mu.Lock()
+	if faults := h.later[cfg.Generation]; faults != nil {
+		sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
+			cmd := exec.Command(os.Args[0], args...)
+			cmd.Env = append(os.Environ(), faultEnv+"="+faults[i], pidFileEnv+"="+h.pidFile)
+			cmd.Stderr = h.logs
+			return cmd, nil
+		}
+	}
+	h.gens = append(h.gens, sup)
+	h.mu.Unlock()
 }
 
 // cleanupService stops the service in a hurry, bounded, and kills every
@@ -100,7 +121,6 @@ func (h *serviceHarness) shareTicketKeys() {
 		h.t.Fatal(err)
 	}
 	h.svc.keys = keys
-	h.svc.cfg.Runtime.TicketKeys = keys.current()
 }
 
 // frozenSessionCache keeps the first session ticket it is given and offers
@@ -318,10 +338,7 @@ func TestServingWorkerLostAsAReloadBecomesReadyEndsTheService(t *testing.T) {
 		}
 		killGroup(lostPID)
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			h.svc.mu.Lock()
-			stopping := h.svc.stopping
-			h.svc.mu.Unlock()
-			if stopping {
+			if h.svc.state().Ending {
 				return
 			}
 		}
@@ -350,22 +367,46 @@ func TestServingWorkerLostAsAReloadBecomesReadyEndsTheService(t *testing.T) {
 	}
 }
 
+// lostBeforeServing is a generation that loses worker 1 after its Start
+// succeeded and returns only once the loss has reached the lifecycle
+// loop: the loop learns of the loss before it sees the generation ready.
+type lostBeforeServing struct {
+	*Supervisor
+	reported chan struct{}
+}
+
+func (g *lostBeforeServing) Start(ctx context.Context) error {
+	if err := g.Supervisor.Start(ctx); err != nil {
+		return err
+	}
+	killGroup(g.pids()[1])
+	<-g.reported
+	return nil
+}
+
 func TestReloadFailsIfItsGenerationLostAWorkerBeforeServing(t *testing.T) {
 	h := newServiceHarness(t, 2, nil)
+	h.wrap = func(sup *Supervisor, lost func(error)) generation {
+		if sup.cfg.Generation != 2 {
+			return sup
+		}
+		g := &lostBeforeServing{Supervisor: sup, reported: make(chan struct{})}
+		sup.onLost = func(err error) {
+			lost(err)
+			close(g.reported)
+		}
+		return g
+	}
 	if err := h.svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	before := h.servingPIDs()
-	// A generation that came up and lost a worker before the reload made
-	// it serve: its own stop has begun, with the loss as its cause.
-	lost := &workerError{Index: 1, PID: 99999, Reason: "exited: signal: killed"}
-	gen := newSupervisor(h.sup.cfg, h.ln, h.svc.log)
-	gen.beginStop(fmt.Errorf("generation lost %w", lost), 0)
-	if err := h.svc.promote(gen); !errors.Is(err, lost) {
-		t.Errorf("promote = %v; want the lost worker", err)
+	var lost *workerError
+	if err := h.svc.Reload(context.Background()); !errors.As(err, &lost) || lost.Index != 1 {
+		t.Errorf("Reload = %v; want the new generation's lost worker 1", err)
 	}
 	if got := h.servingPIDs(); !slices.Equal(got, before) {
-		t.Errorf("serving pids %v after the failed promotion; want %v unchanged", got, before)
+		t.Errorf("serving pids %v after the failed reload; want %v unchanged", got, before)
 	}
 	select {
 	case <-h.svc.done:

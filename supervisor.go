@@ -46,18 +46,22 @@ type procSeam struct {
 // The Supervisor shares the listener it is given but never closes it: the
 // Service above it owns the listener, which outlives any one generation.
 // It owns the write end of each worker's stdin (the liveness pipe) and the
-// read end of each worker's stdout. Workers are never restarted: a worker
-// lost after ready stops the whole generation, and the service manager
-// decides what happens next.
+// read end of each worker's stdout. It never restarts a worker, and it
+// does not decide what a lost one means: it reports the loss (onLost),
+// and whoever owns the generation decides.
 type Supervisor struct {
 	cfg  supervisorConfig
 	ln   net.Listener
 	log  *slog.Logger
 	seam procSeam
-	// onLost, when set, is called once with the error when a worker of the
-	// ready generation is lost, once the generation has begun to stop
-	// because of it (so lostErr already reports it).
+	// onLost is called, from the monitor, with the first worker lost after
+	// ready, if the generation's stop had not begun when it was seen. The
+	// Service sends it to its lifecycle loop (evLost). By default the
+	// generation stops itself: the design record's fixed generation.
 	onLost func(error)
+	// readTLS, when set, reads the TLS identity again before Start spawns
+	// anything: a reload serves a renewed certificate. nil: cfg's.
+	readTLS func() (*tlsIdentity, error)
 
 	startedAt time.Time
 	committed bool // commit was sent to some worker; owned by Start
@@ -69,7 +73,9 @@ type Supervisor struct {
 	mu        sync.Mutex
 	startDone chan struct{} // closed when Start returns; nil until it is called
 	stopping  bool
-	lost      error // the first worker lost after ready
+	reported  bool   // onLost was called
+	keySeq    uint64 // of the ticket keys sent last
+	cause     error  // why the generation stops: a failed start, a lost worker; nil if asked
 
 	stopOnce  sync.Once
 	hurryOnce sync.Once
@@ -81,7 +87,7 @@ type Supervisor struct {
 // newSupervisor returns a Supervisor for cfg that will serve ln. It starts
 // nothing.
 func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Supervisor {
-	return &Supervisor{
+	s := &Supervisor{
 		cfg:    cfg,
 		ln:     ln,
 		log:    log.With("generation", cfg.Generation),
@@ -90,6 +96,8 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	s.onLost = func(err error) { s.stopWith(fmt.Errorf("generation lost %w", err), cfg.DrainTimeout) }
+	return s
 }
 
 // signalWorkerGroup signals the process group p leads.
@@ -124,7 +132,10 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	defer close(s.startDone)
 	s.startedAt = time.Now()
 	s.log.Info("generation starting", "workers", s.cfg.Workers, "addr", s.ln.Addr().String())
-	err := s.spawnAll()
+	err := s.tlsAgain()
+	if err == nil {
+		err = s.spawnAll()
+	}
 	if err == nil {
 		err = s.barrier(ctx)
 	}
@@ -138,7 +149,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		}
 		s.log.Error("startup failed, rolling back", "err", err, "drain", drain)
 		s.rollback = true
-		s.beginStop(fmt.Errorf("start: %w", err), drain)
+		s.stopWith(fmt.Errorf("start: %w", err), drain)
 		go s.monitor() // the barrier no longer reads events
 		<-s.done
 		return s.err // the start error, and any survivor of the rollback
@@ -173,7 +184,7 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 	if startDone != nil {
 		<-startDone
 	}
-	s.beginStop(nil, s.cfg.DrainTimeout)
+	s.stopWith(nil, s.cfg.DrainTimeout)
 	select {
 	case <-s.done:
 	case <-ctx.Done():
@@ -190,17 +201,48 @@ func (s *Supervisor) Wait() error {
 	return s.err
 }
 
+// tlsAgain reads the TLS identity again, for a reload, before anything
+// is spawned.
+func (s *Supervisor) tlsAgain() error {
+	if s.readTLS == nil {
+		return nil
+	}
+	id, err := s.readTLS()
+	if err != nil {
+		return fmt.Errorf("reload tls: %w", err)
+	}
+	s.cfg.Runtime.TLS = id
+	return nil
+}
+
+// serve does nothing but hand over the ticket keys as they are now:
+// workers accept from their commit on. It is the lifecycle loop's
+// promotion of a ready generation (generation.serve).
+func (s *Supervisor) serve(seq uint64, keys [][]byte) {
+	if keys != nil {
+		go s.sendTicketKeys(seq, keys)
+	}
+}
+
+// beginStop begins the stop of a started generation, with the usual
+// drain, and returns at once (generation.beginStop).
+func (s *Supervisor) beginStop(cause error) { s.stopWith(cause, s.cfg.DrainTimeout) }
+
+// number is the generation's number.
+func (s *Supervisor) number() int { return s.cfg.Generation }
+
 // sendTicketKeys sends rotated session ticket keys to every worker of the
 // ready generation, all within one second: a worker that does not read
 // its stdin for that long is logged, not waited for. It does nothing once
-// the generation stops, and holds s.mu meanwhile so no stop closes a pipe
-// under the writes.
-func (s *Supervisor) sendTicketKeys(keys [][]byte) {
+// the generation stops, or if keys of a later seq were sent already, and
+// holds s.mu meanwhile so no stop closes a pipe under the writes.
+func (s *Supervisor) sendTicketKeys(seq uint64, keys [][]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping {
+	if s.stopping || seq < s.keySeq {
 		return
 	}
+	s.keySeq = seq
 	deadline := time.Now().Add(time.Second)
 	for _, p := range s.procs {
 		p.stdin.SetWriteDeadline(deadline)
@@ -208,15 +250,6 @@ func (s *Supervisor) sendTicketKeys(keys [][]byte) {
 			s.log.Warn("cannot send ticket keys", "worker", p.index, "pid", p.pid, "err", err)
 		}
 	}
-}
-
-// lostErr returns the cause of the generation's stop, or nil. After a
-// successful Start the only cause is a worker lost after ready, before
-// any other stop began.
-func (s *Supervisor) lostErr() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lost
 }
 
 // pids returns the workers' process ids, in index order.
@@ -284,9 +317,8 @@ func parentOnlyEnv(kv string) bool {
 	return false
 }
 
-// monitor watches a ready generation: it records each worker's final
-// counters and stops the generation when a worker is lost. It returns when
-// the generation is done.
+// monitor watches a ready generation and reports the first worker it
+// loses (observe). It returns when the generation is done.
 func (s *Supervisor) monitor() {
 	for {
 		select {
@@ -298,39 +330,39 @@ func (s *Supervisor) monitor() {
 	}
 }
 
-// observe handles one event from a ready generation.
+// observe handles one event from a ready generation: anything a worker
+// sends or does after ready is its loss. The first loss seen before the
+// stop began is reported; the stop path reports each worker's exit
+// itself. Seen and reported are two steps: the owner may have begun the
+// stop in between, which is why it decides by what the generation was
+// when the loss was seen (lifecycle.go, onLost).
 func (s *Supervisor) observe(ev event) {
 	p := ev.proc
 	s.mu.Lock()
-	stopping := s.stopping
+	first := !s.stopping && !s.reported
+	s.reported = s.reported || first
 	s.mu.Unlock()
-	if stopping {
-		return // the stop path reports each worker's exit
+	if !first {
+		return
 	}
 	reason := "sent " + ev.msg.Type + " after ready"
 	if ev.err != nil {
 		reason = ev.err.Error()
 	}
-	lost := &workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err}
-	if !s.beginStop(fmt.Errorf("generation lost %w", lost), s.cfg.DrainTimeout) {
-		return // a stop began meanwhile: it reports each worker's exit
-	}
 	s.log.Error("worker lost", "worker", p.index, "pid", p.pid, "reason", reason)
-	if s.onLost != nil {
-		s.onLost(lost)
-	}
+	s.onLost(&workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err})
 }
 
-// beginStop starts the stop path once and reports whether this call
+// stopWith starts the stop path once and reports whether this call
 // started it; later calls do nothing. cause is the reason the generation
 // ends (nil for a requested stop) and drain how long workers get before
 // they are terminated: 0 for a rollback before commit, whose workers have
-// no requests to finish.
-func (s *Supervisor) beginStop(cause error, drain time.Duration) (began bool) {
+// no requests to finish. It does not block.
+func (s *Supervisor) stopWith(cause error, drain time.Duration) (began bool) {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
 		s.stopping = true
-		s.lost = cause
+		s.cause = cause
 		s.mu.Unlock()
 		go s.stop(drain)
 		began = true
@@ -349,7 +381,7 @@ func (s *Supervisor) stop(drain time.Duration) {
 	err := s.escalate(began, drain)
 	s.release()
 	s.logCounters()
-	s.err = errors.Join(s.lost, err, s.appStopErrors())
+	s.err = errors.Join(s.cause, err, s.appStopErrors())
 	if err != nil {
 		s.log.Error("stop failed", "err", err)
 	}

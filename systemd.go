@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // listenFDsStart is the first descriptor systemd passes (SD_LISTEN_FDS_START).
@@ -53,17 +52,12 @@ func activatedListener() (net.Listener, bool, error) {
 
 // notifier sends service-manager notifications to NOTIFY_SOCKET, one
 // unixgram datagram per message. Its zero value (no socket) sends nothing.
-//
-// Once it has sent STOPPING=1 it sends no READY=1 and no RELOADING=1: a
-// service manager must not see a stopping service become ready again.
-// The Service orders its notifications so this never arises; direct
-// mode's reload, cancelled by the stop, relies on it.
+// It sends what it is given, in the order given: the lifecycle loop alone
+// notifies, in the order of its decisions, so a stopping service never
+// becomes ready again (lifecycle.go).
 type notifier struct {
 	addr *net.UnixAddr
 	log  *slog.Logger
-
-	mu       sync.Mutex
-	stopping bool // STOPPING=1 has been sent
 }
 
 // newNotifier reads NOTIFY_SOCKET: a path, or "@name" for the abstract
@@ -86,12 +80,6 @@ func (n *notifier) notify(states ...string) {
 		return
 	}
 	states = slices.DeleteFunc(states, func(s string) bool { return s == "" })
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stopping && (slices.Contains(states, "READY=1") || slices.Contains(states, "RELOADING=1")) {
-		return
-	}
-	n.stopping = n.stopping || slices.Contains(states, "STOPPING=1")
 	if err := n.send(strings.Join(states, "\n") + "\n"); err != nil {
 		n.log.Warn("sd_notify failed", "socket", n.addr.Name, "err", err)
 	}

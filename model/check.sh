@@ -12,11 +12,12 @@
 # Then it breaks a copy of the model on purpose (the parent commits before
 # the prepared quorum) and requires spin to report property 1 violated.
 #
-# reload.pml (the sequence of generations, N = 2): the same kinds of
-# search in three configurations (see reload_configs below), then three
-# broken copies -- the serving generation retired as the new one starts,
-# a reload that does not wait for a retiring generation, SIGHUPs that do
-# not coalesce -- each of which spin must catch by its assertion.
+# reload.pml (the lifecycle loop over the sequence of generations, N = 2):
+# the same kinds of search in three configurations (see reload_configs
+# below), then four broken copies -- the serving generation retired as the
+# new one starts, a reload that does not wait for a stopping generation,
+# SIGHUPs that do not coalesce, a loss reported after a promotion dropped --
+# each of which spin must catch by its assertion or its ltl formula.
 #
 # Any error, counterexample or incomplete search fails the script. Files
 # pan writes stay in a temporary directory. JOBS (default 2) searches run
@@ -100,6 +101,7 @@ for c in "${reload_configs[@]}"; do
 done
 break_reload() {
 	local d="$work/rb-$1"
+	local claim=${5:-}
 	mkdir -p "$d"
 	if ! python3 - "$reload_model" "$d/reload.pml" "$2" "$3" <<'PY'
 import sys
@@ -114,16 +116,21 @@ PY
 		exit 1
 	fi
 	(cd "$d" && spin -a $4 reload.pml >spin.out)
+	printf %s "$claim" >"$d/claim"
 }
 # the serving generation retired as the next one starts: R1
-break_reload early ':: atomic { !svc_stopping -> gen = ngens; ngens++ }' \
-	':: atomic { !svc_stopping -> gen = ngens; ngens++; beginStop(serving) }' "-DHUPS=1 -DFAULTY=0"
-# a reload that does not wait for the retiring generation: R4
-break_reload nowait $':: old != NONE -> g_done[old]\n\t\t\t:: old != NONE && svc_stopping' \
-	$':: old != NONE -> skip\n\t\t\t:: old != NONE && svc_stopping' "-DHUPS=2 -DFAULTY=0"
-# every SIGHUP queued, none coalesced: R6
-break_reload nocoalesce ':: else -> skip                   /* coalesced */' \
-	':: else -> hup_pending++' "-DHUPS=2 -DFAULTY=0"
+break_reload early '		starting = ngens; ngens++;                /* begin */' \
+	'		starting = ngens; ngens++; stop(serving);  /* BROKEN */' "-DHUPS=1 -DFAULTY=0"
+# a reload that does not wait for a generation still stopping: R4
+break_reload nowait '	:: reload_due > 0 && !ending && starting == NONE && nstopping == 0 ->' \
+	'	:: reload_due > 0 && !ending && starting == NONE ->' "-DHUPS=2 -DFAULTY=0"
+# every SIGHUP queued, none coalesced (three, so two queue behind one): R6
+break_reload nocoalesce '					reload_due = 1;                        /* coalesced */' \
+	'					reload_due++;' "-DHUPS=3 -DFAULTY=0"
+# a loss that reaches run after a promotion retired its generation,
+# dropped: R7, by its ltl formula
+break_reload droplost '					:: g == serving || g == retiring -> svc_err = true; end()' \
+	'					:: g == serving -> svc_err = true; end()' "-DHUPS=2 -DFAULTY=1" lost_ends
 
 for n in 2 3; do
 	bg "$work/n$n" cc_safety.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan_safety pan.c
@@ -141,8 +148,12 @@ for c in "${reload_configs[@]}"; do
 	bg "$d" cc_claim_safety.log $cc -O2 -w -DSAFETY -o pan_claim_safety pan.c
 	bg "$d" cc_claim.log $cc -O2 -w -o pan_claim pan.c
 done
-for v in early nowait nocoalesce; do
-	bg "$work/rb-$v" cc.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan pan.c
+for v in early nowait nocoalesce droplost; do
+	if [ -s "$work/rb-$v/claim" ]; then
+		bg "$work/rb-$v" cc.log $cc -O2 -w -o pan pan.c
+	else
+		bg "$work/rb-$v" cc.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan pan.c
+	fi
 done
 wait
 for c in "${reload_configs[@]}"; do
@@ -185,8 +196,12 @@ for c in "${reload_configs[@]}"; do
 		esac
 	done
 done
-for v in early nowait nocoalesce; do
-	bg "$work/rb-$v" pan.log ./pan -m$depth
+for v in early nowait nocoalesce droplost; do
+	if [ -s "$work/rb-$v/claim" ]; then
+		bg "$work/rb-$v" pan.log ./pan -a -m$depth -N "$(cat "$work/rb-$v/claim")"
+	else
+		bg "$work/rb-$v" pan.log ./pan -m$depth
+	fi
 done
 for n in 3 2; do            # the big ones first, to keep both cores busy
 	d="$work/n$n"
@@ -263,13 +278,15 @@ else
 	failed=1
 fi
 
-# reload.pml's broken copies: each must fail the assertion of its property.
+# reload.pml's broken copies: each must fail the assertion of its
+# property, or (droplost) its ltl formula, with an acceptance cycle.
 for v in "early|R1|successor|the serving generation retired before the new one was ready" \
-	"nowait|R4|nspawned|a reload that did not wait for the retiring generation" \
-	"nocoalesce|R6|hups_since|SIGHUPs that did not coalesce"; do
+	"nowait|R4|nspawned|a reload that did not wait for a stopping generation" \
+	"nocoalesce|R6|hups_since|SIGHUPs that did not coalesce" \
+	"droplost|R7|acceptance cycle|a serving worker's loss dropped after a promotion"; do
 	IFS='|' read -r name prop marker what <<<"$v"
 	log="$work/rb-$name/pan.log"
-	if grep -Eq 'errors: [1-9]' "$log" && grep -E '^pan:1: assertion violated' "$log" | grep -q "$marker"; then
+	if grep -Eq 'errors: [1-9]' "$log" && grep -E '^pan:1: (assertion violated|acceptance cycle)' "$log" | grep -q "$marker"; then
 		printf 'ok    %-34s spin reports %s violated (%s)\n' "broken: reload $name" "$prop" \
 			"$(grep -Eo 'at depth [0-9]+' "$log" | head -1)"
 	else

@@ -64,7 +64,7 @@ bool parent_ln = true;  /* the parent's listener, bound by run before anything e
 /* -------------------------------------------------------- parent state */
 
 bool start_began;       /* Start took s.startDone                          */
-bool stopping;          /* Supervisor.stopping: beginStop ran              */
+bool stopping;          /* Supervisor.stopping: stopWith ran              */
 bool lost;              /* Supervisor.lost: a worker lost after ready      */
 bool in_monitor;        /* monitor reads the events                        */
 bool stop_finished;     /* close(s.done)                                   */
@@ -95,9 +95,9 @@ bool reported_survivor; /* escalate returned survivorsError                */
 #define report(q)    if :: !DISCARD -> q++ :: DISCARD -> skip fi
 #define DROP_EVENTS  q_prepared = 0; q_ready = 0; q_bad = 0
 
-/* Supervisor.beginStop: the stop path starts once (stopOnce), in its own
+/* Supervisor.stopWith: the stop path starts once (stopOnce), in its own
  * goroutine (go s.stop). Used inside an atomic step. */
-inline beginStop() {
+inline stopWith() {
 	if
 	:: !stopping ->
 		stopping = true;
@@ -286,15 +286,15 @@ proctype Parent()
 		atomic { assert(nready == N); start_ok = true; goto monitor };
 
 rollback:
-		/* Start: beginStop(err, drain) -- the stop path, with a zero drain
+		/* Start: stopWith(err, drain) -- the stop path, with a zero drain
 		 * budget before commit and DrainTimeout after it (committed workers
 		 * may be answering). Time is ordering here, so both are the same
 		 * choices: the drain deadline may come at any moment. */
-		atomic { failed = true; beginStop() };
+		atomic { failed = true; stopWith() };
 
 monitor:
 		/* Supervisor.monitor (go s.monitor()), while this goroutine waits on
-		 * s.done: Start's <-s.done after a rollback, or runSupervised's
+		 * s.done: Start's <-s.done after a rollback, or runService's
 		 * sup.Wait(). Once the stop has begun, observe drops every event. */
 		atomic {
 			in_monitor = true;
@@ -306,20 +306,20 @@ monitor:
 end_monitor:
 		do
 		:: atomic { q_prepared + q_ready + q_bad > 0 ->
-			lost = true; beginStop() }        /* observe: a worker lost after ready;
-			                                     beginStop(lost, DrainTimeout) */
+			lost = true; stopWith() }        /* observe: a worker lost after ready;
+			                                     stopWith(lost, DrainTimeout) */
 		:: stop_finished -> break             /* <-s.done */
 		od;
 
 		if
 		:: failed ->
-			/* Start returns its error; runSupervised returns exitFailure.
+			/* Start returns its error; runService returns exitFailure.
 			 * PROPERTY 2b: a failed Start leaves no worker behind, except a
 			 * survivor of the kill deadline, which s.err names. (Start
 			 * returns its own error, not s.err: see README.) */
 			atomic { assert(all_ended || reported_survivor); start_failed = true }
 		:: else ->
-			/* sup.Wait returns s.err; runSupervised exits 1 on it. A lost
+			/* sup.Wait returns s.err; runService exits 1 on it. A lost
 			 * worker always makes the generation's result an error. */
 			assert(!lost || stop_err)
 		fi;
@@ -392,20 +392,20 @@ escalated:
 
 /* =================================================== the environment */
 
-/* main.watchSignals and runSupervised: the first SIGINT or SIGTERM calls
+/* main.watchSignals and runService: the first SIGINT or SIGTERM calls
  * cancelStart() -- a deadline of the barrier, see above -- and then
  * sup.Stop(hurry): Stop waits until a Start in progress has returned, then
- * beginStop(nil, DrainTimeout). Assumption A1: Stop's look at s.startDone
- * and its beginStop are one step when no Start has begun. */
+ * stopWith(nil, DrainTimeout). Assumption A1: Stop's look at s.startDone
+ * and its stopWith are one step when no Start has begun. */
 proctype Operator()
 {
 	if
-	:: atomic { !parent_dead && !parent_exited && !start_began -> beginStop() }
+	:: atomic { !parent_dead && !parent_exited && !start_began -> stopWith() }
 	:: atomic { !parent_dead && !parent_exited && start_began ->
-		/* Stop: <-startDone, then beginStop */
+		/* Stop: <-startDone, then stopWith */
 		(start_ok || start_failed || parent_dead) ->
 		if
-		:: !parent_dead && !parent_exited -> beginStop()
+		:: !parent_dead && !parent_exited -> stopWith()
 		:: else -> skip
 		fi }
 	:: skip                                   /* never asked to stop */

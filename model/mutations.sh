@@ -91,7 +91,7 @@ mutant rollback "a failed startup leaves no process" \
 	"TestRollbackWhenOneWorkerFailsBeforeReady TestRollbackOnStartupTimeout"
 m_rollback() {
 	# events are still read, so a later Stop (the test's cleanup) works
-	edit supervisor.go 's.beginStop(fmt.Errorf("start: %w", err), drain)' \
+	edit supervisor.go 's.stopWith(fmt.Errorf("start: %w", err), drain)' \
 		'go func() { for range s.events {} }(); return err'
 }
 
@@ -220,13 +220,11 @@ m_h2-stream() {
 }
 
 mutant ready-stopping "READY=1 never follows STOPPING=1" \
-	"Start sends READY=1 even when a stop began meanwhile" \
+	"a generation ready as the end began is promoted (READY=1)" \
 	"TestReadyIsNeverNotifiedAfterStopping"
 m_ready-stopping() {
-	edit service.go '	if v.stopping {
-		return nil
-	}
-	v.notify("READY=1"' '	v.notify("READY=1"'
+	edit lifecycle.go '	case l.ending:
+		// Ready in the instant the end began: it never serves.' '	case false:'
 }
 
 mutant sidecar-stale "a sidecar older than its file is never served" \
@@ -267,30 +265,28 @@ m_fallback-asset() {
 }
 
 mutant reload-early "the serving generation retires only once every new worker is ready" \
-	"Reload retires the serving generation before the new one starts" \
+	"a reload retires the serving generation as the new one starts" \
 	"TestFailedReloadChangesNothing"
 m_reload-early() {
-	edit reload.go '	if err := gen.Start(ctx); err != nil {
-		return v.reloadFailed(gen.cfg.Generation, err)
-	}' '	v.mu.Lock(); early := v.serving; v.mu.Unlock(); go early.Stop(context.Background())
-	if err := gen.Start(ctx); err != nil {
-		return v.reloadFailed(gen.cfg.Generation, err)
-	}'
+	edit lifecycle.go '	v.begin(l, context.Background(), replies)' '	v.stop(l, l.serving, nil)
+	v.begin(l, context.Background(), replies)'
 }
 
 mutant reload-coalesce "SIGHUPs during a reload coalesce into one more" \
-	"every request queues its own reload" \
+	"a reload stays due once it began, so requests never coalesce" \
 	"TestReloadRequestsCoalesceIntoOneMore"
 m_reload-coalesce() {
-	edit reload.go 'return &reloader{pending: make(chan struct{}, 1)}' 'return &reloader{pending: make(chan struct{}, 16)}'
+	edit lifecycle.go 'l.reload, l.queued = false, nil' 'l.queued = nil'
 }
 
-mutant reload-stop "a stop during a reload leaves nothing behind" \
-	"the stop does not cut the reload's new generation short" \
-	"TestStopDuringReloadLeavesNothing"
+mutant reload-stop "a stop during a reload or the first start cuts it short and leaves nothing behind" \
+	"the end does not cancel the starting generation" \
+	"TestStopDuringReloadLeavesNothing TestDirectSignalDuringTheFirstStartIsACleanStop"
 m_reload-stop() {
-	edit service.go '		cancelReload()
-		<-reloadDone' '		_, _ = cancelReload, reloadDone'
+	edit lifecycle.go '	if l.starting != nil {
+		l.starting.cancel()
+	}
+	if l.serving != nil {' '	if l.serving != nil {'
 }
 
 mutant reload-drain "a retiring worker answers every connection it accepted" \
@@ -323,37 +319,27 @@ m_drain-handlers() {
 	edit drain.go '		err = srv.awaitHandlers(ctx)' '		err = nil'
 }
 
-mutant end-all "the end stops every generation, one promoted as it began included" \
-	"promote under a stop leaves the new generation out of the service" \
+mutant end-all "the end stops every generation, one ready as it began included" \
+	"a generation ready as the end began is left running" \
 	"TestServingWorkerLostAsAReloadBecomesReadyEndsTheService"
 m_end-all() {
-	edit reload.go '	old := v.serving
-	v.serving, v.retiring = gen, old
-	if v.stopping {
-		return errNotServing
-	}' '	if v.stopping {
-		return errNotServing
-	}
-	old := v.serving
-	v.serving, v.retiring = gen, old'
+	edit lifecycle.go '		// Ready in the instant the end began: it never serves.
+		v.stop(l, ev.gen, nil)' '		// BROKEN: left running'
 }
 
 mutant promote-lost "a new generation that lost a worker before serving fails the reload" \
-	"promote ignores the new generation's lost worker" \
+	"a loss taken before the generation was seen ready is ignored" \
 	"TestReloadFailsIfItsGenerationLostAWorkerBeforeServing"
 m_promote-lost() {
-	edit reload.go '	if err := gen.lostErr(); err != nil {
-		return err
-	}
-	old := v.serving' '	old := v.serving'
+	edit lifecycle.go 'if err == nil && s.lost != nil {' 'if false && s.lost != nil {'
 }
 
 mutant ticket-promote "a rotation during a reload reaches the new generation" \
-	"promote does not send the current ticket keys" \
+	"promotion does not send the current ticket keys" \
 	"TestReloadHandsTheNewGenerationTheCurrentTicketKeys"
 m_ticket-promote() {
-	edit reload.go '	if v.keys != nil {
-		gen.sendTicketKeys(v.keys.current())
+	edit supervisor.go '	if keys != nil {
+		go s.sendTicketKeys(seq, keys)
 	}' ''
 }
 
@@ -361,7 +347,7 @@ mutant app-stop "an App's failed stop step is an unclean exit (exit 1)" \
 	"the workers' stop failures are left out of the generation's result" \
 	"TestAppStopFailureIsAnUncleanExit"
 m_app-stop() {
-	edit supervisor.go 's.err = errors.Join(s.lost, err, s.appStopErrors())' 's.err = errors.Join(s.lost, err)'
+	edit supervisor.go 's.err = errors.Join(s.cause, err, s.appStopErrors())' 's.err = errors.Join(s.cause, err)'
 }
 
 mutant start-deadline "an App start that ignores its context is not waited for" \
@@ -380,15 +366,62 @@ mutant direct-retire "direct mode stops a replaced handler after its last reques
 	"the replaced handler's requests are not waited for" \
 	"TestDirectReloadStopsTheOldHandlerAfterItsLastRequest"
 m_direct-retire() {
-	edit direct.go 'drain, cancel := context.WithTimeout(r.fe.hurry, r.cfg.Runtime.DrainTimeout)' \
-		'drain, cancel := context.WithTimeout(r.fe.hurry, 0)'
+	edit direct.go 'drain, cancelDrain := context.WithTimeout(hurry, rt.cfg.Runtime.DrainTimeout)' \
+		'drain, cancelDrain := context.WithTimeout(hurry, 0)'
 }
 
-mutant notify-stopping "no READY=1 or RELOADING=1 follows STOPPING=1 (direct mode)" \
-	"the notifier sends whatever it is given" \
-	"TestDirectReloadCutByAStopHoldsNothing"
-m_notify-stopping() {
-	edit systemd.go 'if n.stopping && (slices.Contains(states, "READY=1")' 'if false && (slices.Contains(states, "READY=1")'
+mutant stop-at-once "a stop during a reload stops every generation at once, by the force deadline" \
+	"the end leaves the serving generation running" \
+	"TestStopDuringAReloadsCommitEndsByTheForceDeadline"
+m_stop-at-once() {
+	edit lifecycle.go '	if l.serving != nil {
+		v.stop(l, l.serving, cause)
+	}' ''
+}
+
+mutant hurry-all "a second signal skips the drain of every generation, one rolling back included" \
+	"the second signal skips only the stopping generations' drains" \
+	"TestStopDuringAReloadsCommitEndsByTheForceDeadline"
+m_hurry-all() {
+	edit lifecycle.go '	if l.starting != nil {
+		l.starting.gen.skipDrain()
+	}' ''
+}
+
+mutant never-served-stop "a generation ready as the end began stops by the force deadline (direct mode)" \
+	"its App stop step is given no deadline" \
+	"TestDirectGenerationReadyAsTheEndBeganStopsByTheForceDeadline"
+m_never-served-stop() {
+	edit direct.go 'stopApp(stopCtx, force, rt.app, d.app.h)' 'stopApp(stopCtx, time.Time{}, rt.app, d.app.h)'
+}
+
+mutant rollback-app-stop "an App stop step that failed in a rollback cut by a signal exits 1" \
+	"a signal during startup is a clean stop whatever the rollback's App stop did" \
+	"TestSignalDuringARollbackAfterCommitWithAFailedAppStopExitsOne"
+m_rollback-app-stop() {
+	edit command.go ' && !errors.Is(err, errAppStop)' ''
+}
+
+mutant retired-app-stop "a replaced generation's failed App stop step makes the exit 1" \
+	"a retired generation's failure is only logged" \
+	"TestAppStopFailureOfAReplacedGenerationFailsTheExit"
+m_retired-app-stop() {
+	edit lifecycle.go '			l.retired = errors.Join(l.retired, fmt.Errorf("generation %d: %w", ev.gen.number(), ev.err))
+			if !l.ending {' '			if !l.ending {'
+}
+
+mutant lost-retiring "a serving worker's loss is never dropped, even when a promotion came first" \
+	"a loss taken from a generation a promotion retired is dropped" \
+	"TestServingWorkerLostAsAPromotionSlipsInEndsTheService"
+m_lost-retiring() {
+	edit lifecycle.go 'case ev.gen == l.serving || ev.gen == l.retiring:' 'case ev.gen == l.serving:'
+}
+
+mutant status-line "every sd_notify STATUS= is one line" \
+	"STATUS= carries a multi-line error as it is" \
+	"TestNotificationsStayOneAssignmentPerLine"
+m_status-line() {
+	edit lifecycle.go 'return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")' 'return strings.TrimSpace(s)'
 }
 
 # ------------------------------------------------------------- helpers

@@ -1,37 +1,43 @@
 /*
  * reload.pml -- a Promela model of servery's sequence of generations: the
- * Service, which owns the listener, starts the first generation, replaces
- * it on SIGHUP (reload) and ends the service; and, under it, each
- * generation's Supervisor and workers.
+ * lifecycle loop (Service.run in lifecycle.go), the one process that owns
+ * which generation serves, starts and retires and whether the end has
+ * begun, and, under it, each generation's Supervisor and workers.
  *
- * Source of truth: service.go, reload.go, command.go (runSupervised and
- * the signal front ends), supervisor.go, barrier.go, drain.go, worker.go.
- * Each step carries a comment naming the Go function that performs it.
- * Checked by model/check.sh with spin, for N = 2 workers per generation,
- * in the configurations listed below.
+ * Source of truth: lifecycle.go, command.go (runService and the signal
+ * front ends), supervisor.go, barrier.go, drain.go, worker.go. Each step
+ * carries a comment naming the Go function that performs it. Checked by
+ * model/check.sh with spin, for N = 2 workers per generation, in the
+ * configurations listed below.
+ *
+ * The shape is the Go code's: the Owner is one process and inbox is its
+ * channel, a rendezvous like Go's unbuffered Service.inbox. Everything
+ * else (a generation's Start, its Monitor, its Stopper, the SIGHUP and
+ * SIGTERM front ends) is a process that sends the Owner one event and
+ * goes on; the Owner handles one event at a time, and each property is
+ * checked at the event that decides it.
  *
  * lifecycle.pml models one generation in full: hung workers, SIGTERM and
  * SIGKILL, survivors of the kill deadline, spawn errors. This model takes
  * that as proven and abstracts it:
  *  - Worker 0 of each generation is spawned well-behaved or faulty;
  *    worker 1 is well-behaved. A faulty worker may crash before prepared
- *    (the barrier fails) or after ready (it is lost). No worker hangs: a
- *    stop closes its stdin and it ends, as lifecycle.pml shows the drain,
- *    SIGTERM and SIGKILL deadlines make it. So there are no signals here
- *    and no survivors.
- *  - Time is ordering only. The startup timeout, and the cancellation of a
- *    Start's or a Reload's context, which only brings it forward, is a
- *    choice the barrier may take at any moment; a spawn error is the same
- *    choice just after the spawn.
+ *    (the barrier fails), after commit (a rollback after commit) or after
+ *    ready (it is lost). No worker hangs: a stop closes its stdin and it
+ *    ends, as lifecycle.pml shows the drain, SIGTERM and SIGKILL deadlines
+ *    make it. So there are no signals here and no survivors, and the
+ *    second signal (evHurry), which only brings those deadlines forward,
+ *    is not modelled.
+ *  - Time is ordering only. The startup timeout is a choice the barrier
+ *    may take at any moment; a spawn error or a bad certificate at a
+ *    reload is the same choice before the first worker reports.
  *  - A generation's events (prepared, ready, bad: a failed or undecodable
  *    line, or an exit) form a bag, as in lifecycle.pml.
- *  - The parent's death (SIGKILL) ends every parent goroutine at any
- *    step; every worker of every generation then reads EOF.
- *  - A section under Service.mu or Supervisor.mu is one atomic step.
- *  - A bad certificate at a reload (reloadTLS) fails it before any worker
- *    starts: the same, to the Service, as a generation rolled back at once.
- *  - Ticket key rotation, the one message a serving worker gets after
- *    commit, is not modelled: it is independent of reload.
+ *  - The parent's death (SIGKILL) ends every parent process at any step;
+ *    every worker of every generation then reads EOF.
+ *  - A section under Supervisor.mu is one atomic step.
+ *  - Ticket key rotation (evRotate) changes no generation's state: it is
+ *    not modelled. Nor is the reply to a Reload's caller.
  */
 
 #define N 2             /* workers per generation (the model is written for 2) */
@@ -61,30 +67,30 @@ byte q_bad[G];
 #define W(g, i)        ((g) * N + (i))
 #define EOF(w, got)    (stdin_closed[w] && stdin_sent[w] == (got))
 
+/* The Owner's channel (Service.inbox): an event and its generation. */
+mtype = { STARTED, FAILED, LOST, STOPPED, RELOAD, STOP_ASKED };
+chan inbox = [0] of { mtype, byte };
+
 /* ------------------------------------------- each generation (Supervisor) */
 
-bool g_stopping[G];     /* Supervisor.stopping: beginStop ran              */
-bool g_lost[G];         /* Supervisor.lost: a worker lost after ready      */
+bool g_stopping[G];     /* Supervisor.stopping: stopWith ran               */
 bool g_monitor[G];      /* monitor reads the events                        */
 bool g_done[G];         /* close(s.done)                                   */
-byte g_start[G];        /* Supervisor.Start's result: 0 running, OK, FAILED */
-#define OK     1
-#define FAILED 2
+bool g_cancel[G];       /* its Start's ctx cancelled (startingGen.cancel)  */
+bool g_ok[G];           /* its Start returned nil                          */
 
-/* ----------------------------------------------------------- the Service */
+/* ------------------------------------------------- the Owner's state (life) */
 
-byte serving = NONE;    /* Service.serving                                 */
-byte retiring = NONE;   /* Service.retiring                                */
-byte ngens;             /* Service.generations: generations numbered       */
-bool svc_stopping;      /* Service.stopping: the end has begun             */
-bool end_began;         /* Service.endOnce: the stop goroutine runs        */
-bool start_running;     /* Service.Start has not returned (startDone open) */
-bool reload_running;    /* a Reload holds cancelReload (reloadDone open)   */
-bool svc_done;          /* Service.done, closed by finish                  */
-bool svc_err;           /* Service.err != nil                              */
-bool svc_lost;          /* Service.lostErr != nil: the serving generation lost a worker */
-bool stop_signal;       /* the front end's stop channel: a SIGINT/SIGTERM  */
-byte hup_pending;       /* reloader.pending: buffered SIGHUPs (capacity 1) */
+byte serving = NONE;    /* life.serving                                    */
+byte starting = NONE;   /* life.starting                                   */
+byte retiring = NONE;   /* life.retiring                                   */
+bool lost_before[G];    /* startingGen.lost: lost before run saw it ready  */
+byte nstopping;         /* len(life.stopping): stops run is waiting for    */
+byte ngens;             /* life.numbered                                   */
+bool ending;            /* life.ending                                     */
+byte reload_due;        /* life.reload: one more reload is due (0 or 1)    */
+bool svc_done;          /* close(v.done)                                   */
+bool svc_err;           /* v.err != nil                                    */
 bool parent_dead;
 byte faulty_left = FAULTY; /* faulty workers yet to be spawned */
 
@@ -95,16 +101,19 @@ byte nprepared[G];      /* workers of g that wrote prepared                */
 byte nready[G];         /* workers of g that wrote ready                   */
 byte nended[G];
 byte successor[G];      /* the generation that replaced g (promote), or NONE */
-bool start_failed;      /* Service.Start returned an error                 */
-bool lost_serving;      /* a worker was lost while its generation was the serving one */
-byte hups_since;        /* SIGHUPs since the last reload began             */
+bool start_failed;      /* the first generation's Start failed             */
+bool lost_heard;        /* run took a loss from the serving or the retiring generation */
+byte hups_since;        /* SIGHUPs run took since the last reload began    */
 
 #if G == 2
 #define LIVE_GENS      (LIVE(0) + LIVE(1))
 #define ALL_ENDED      (nended[0] == nspawned[0] && nended[1] == nspawned[1])
-#else
+#elif G == 3
 #define LIVE_GENS      (LIVE(0) + LIVE(1) + LIVE(2))
 #define ALL_ENDED      (nended[0] == nspawned[0] && nended[1] == nspawned[1] && nended[2] == nspawned[2])
+#else
+#define LIVE_GENS      (LIVE(0) + LIVE(1) + LIVE(2) + LIVE(3))
+#define ALL_ENDED      (nended[0] == nspawned[0] && nended[1] == nspawned[1] && nended[2] == nspawned[2] && nended[3] == nspawned[3])
 #endif
 #define LIVE(g)        (nspawned[g] > nended[g])
 
@@ -114,9 +123,11 @@ byte hups_since;        /* SIGHUPs since the last reload began             */
 #define report(q, s)   if :: !DISCARD(s) -> q[s]++ :: else -> skip fi
 #define DROP_EVENTS(s) q_prepared[s] = 0; q_ready[s] = 0; q_bad[s] = 0
 
-/* Supervisor.beginStop: the stop path runs once, in its own goroutine.
- * Used inside an atomic step. */
-inline beginStop(s) {
+/* Supervisor.stopWith: the stop path runs once, in its own goroutine;
+ * tell says whether its end is reported to the Owner (evStopped: a stop
+ * run asked for) or waited for by Start (a rollback). Inside an atomic
+ * step. */
+inline stopWith(s, tell) {
 	if
 	:: !g_stopping[s] ->
 		g_stopping[s] = true;
@@ -124,34 +135,7 @@ inline beginStop(s) {
 		:: g_monitor[s] -> DROP_EVENTS(s)
 		:: else -> skip
 		fi;
-		run Stopper(s)
-	:: else -> skip
-	fi
-}
-
-/* Service.end: the end begins once (STOPPING=1), and its own goroutine,
- * Service.stop, carries it out. Used inside an atomic step. */
-inline end() {
-	svc_stopping = true;
-	if
-	:: !end_began -> end_began = true; run ServiceStop()
-	:: else -> skip
-	fi
-}
-
-/* Service.finish: the first call records how the service ended and closes
- * the listener. Used inside an atomic step. */
-inline finish(err) {
-	if
-	:: !svc_done ->
-		/* PROPERTY R5a: the service ends only once every worker of
-		 * every generation has ended. */
-		assert(ALL_ENDED);
-		/* PROPERTY R7: it ends in error only if its first generation
-		 * failed to start, or a worker was lost while its generation
-		 * served; a retiring generation's lost worker is not an error. */
-		assert(!(err) || start_failed || lost_serving);
-		svc_done = true; svc_err = (err)
+		run Stopper(s, tell)
 	:: else -> skip
 	fi
 }
@@ -164,8 +148,8 @@ inline finish(err) {
 
 proctype Worker(byte s; byte w; bool faulty)
 {
-	/* prepare: read config, the App's start, newServer, adopt the
-	 * listener, accepting nothing; runWorker: send prepared */
+	/* prepare: read config, starting, the App's start, newServer, adopt
+	 * the listener, accepting nothing; runWorker: send prepared */
 	if
 	:: atomic { stdin_sent[w] >= 1 && !parent_dead -> nprepared[s]++; report(q_prepared, s) }
 	:: atomic { stdin_sent[w] >= 1 && parent_dead -> EXIT(s, w); goto gone }
@@ -204,7 +188,7 @@ end_serve:
 		/* PROPERTY R1: a generation that started stops accepting only if
 		 * it lost a worker, the service is ending, or the generation that
 		 * replaced it has every worker ready. */
-		assert(g_start[s] != OK || g_lost[s] || svc_stopping || parent_dead
+		assert(!g_ok[s] || lost_before[s] || ending || parent_dead
 		       || (successor[s] != NONE && nready[successor[s]] == N));
 		EXIT(s, w); goto gone }
 	:: atomic { faulty -> EXIT(s, w); goto gone }      /* lost after ready */
@@ -213,66 +197,74 @@ gone:
 	skip
 }
 
-/* ================================= one generation: Supervisor.Start */
+/* ============================== one generation: Supervisor.Start, run by
+ * the goroutine Service.begin starts; it reports evStarted to the Owner. */
 
-/* Supervisor.Start of generation s, run by its caller's goroutine
- * (Service.Start or Reload): spawnAll, the barrier, and on failure the
- * rollback, which waits until the generation is done. Sets g_start[s];
- * pend is the caller's local. */
-inline genStart(s) {
-	/* spawnAll spawns every worker with the listener as its fd 3, and the
-	 * barrier sends each its config (sendBy).
-	 * PROPERTY R4: at most two generations have live workers. */
-	atomic {
-		assert(LIVE_GENS - LIVE(s) <= 1);
-		nspawned[s] = N;
-		stdin_sent[W(s, 0)] = 1; stdin_sent[W(s, 1)] = 1;
+proctype Starter(byte s)
+{
+	byte pend;
+
+	{
+		/* spawnAll spawns every worker with the listener as its fd 3, and
+		 * the barrier sends each its config (sendBy).
+		 * PROPERTY R4: at most two generations have live workers. */
 		if
-		:: run Worker(s, W(s, 0), false)
-		:: faulty_left > 0 -> faulty_left--; run Worker(s, W(s, 0), true)
+		:: atomic {
+			assert(LIVE_GENS - LIVE(s) <= 1);
+			nspawned[s] = N;
+			stdin_sent[W(s, 0)] = 1; stdin_sent[W(s, 1)] = 1;
+			if
+			:: run Worker(s, W(s, 0), false)
+			:: faulty_left > 0 -> faulty_left--; run Worker(s, W(s, 0), true)
+			fi;
+			run Worker(s, W(s, 1), false) }
+		:: s > 0 -> goto failed          /* readTLS: a bad certificate */
 		fi;
-		run Worker(s, W(s, 1), false)
-	};
 
-	/* barrier: await prepared */
-	pend = N;
-	do
-	:: pend == 0 -> break
-	:: atomic { pend > 0 && q_prepared[s] > 0 -> q_prepared[s]--; pend-- }
-	:: atomic { pend > 0 && q_ready[s] + q_bad[s] > 0 -> pend = 0; goto rollback }
-	:: atomic { pend > 0 && svc_stopping -> pend = 0; goto rollback }
-	                                  /* ctx.Done: cancelled by the end */
-	od;
+		/* barrier: await prepared (a starting line advances nothing) */
+		pend = N;
+		do
+		:: pend == 0 -> break
+		:: atomic { pend > 0 && q_prepared[s] > 0 -> q_prepared[s]--; pend-- }
+		:: atomic { pend > 0 && q_ready[s] + q_bad[s] > 0 -> pend = 0; goto rollback }
+		:: atomic { pend > 0 && g_cancel[s] -> pend = 0; goto rollback }
+		                                  /* ctx.Done: cancelled by the end */
+		od;
 
-	/* barrier: sendBy(commit) to every worker */
-	atomic { stdin_sent[W(s, 0)] = 2 * stdin_sent[W(s, 0)];
-	         stdin_sent[W(s, 1)] = 2 * stdin_sent[W(s, 1)] };
+		/* barrier: sendBy(commit) to every worker */
+		atomic { stdin_sent[W(s, 0)] = 2 * stdin_sent[W(s, 0)];
+		         stdin_sent[W(s, 1)] = 2 * stdin_sent[W(s, 1)] };
 
-	/* barrier: await ready */
-	pend = N;
-	do
-	:: pend == 0 -> break
-	:: atomic { pend > 0 && q_ready[s] > 0 -> q_ready[s]--; pend-- }
-	:: atomic { pend > 0 && q_prepared[s] + q_bad[s] > 0 -> pend = 0; goto rollback }
-	:: atomic { pend > 0 && svc_stopping -> pend = 0; goto rollback }
-	od;
+		/* barrier: await ready */
+		pend = N;
+		do
+		:: pend == 0 -> break
+		:: atomic { pend > 0 && q_ready[s] > 0 -> q_ready[s]--; pend-- }
+		:: atomic { pend > 0 && q_prepared[s] + q_bad[s] > 0 -> pend = 0; goto rollback }
+		:: atomic { pend > 0 && g_cancel[s] -> pend = 0; goto rollback }
+		od;
 
-	/* Start returns nil, after go s.monitor() */
-	atomic { assert(nready[s] == N); g_start[s] = OK; run Monitor(s) };
-	goto started;
+		/* Start returns nil, after go s.monitor(); begin's goroutine
+		 * sends evStarted */
+		atomic { assert(nready[s] == N); g_ok[s] = true; run Monitor(s) };
+		inbox ! STARTED, s;
+		goto out;
 
 rollback:
-	/* Start: beginStop(err, drain), go s.monitor(), <-s.done */
-	atomic { beginStop(s); run Monitor(s) };
-	g_done[s];
-	g_start[s] = FAILED;
-started:
-	skip
+		/* Start: stopWith(err, drain), go s.monitor(), <-s.done */
+		atomic { stopWith(s, false); run Monitor(s) };
+		g_done[s];
+failed:
+		inbox ! FAILED, s;
+out:
+		skip
+	} unless { parent_dead }
 }
 
-/* Supervisor.monitor and observe: a worker lost after ready begins the
- * generation's stop, with the loss as its result, then tells the Service
- * (onLost: Service.lost). */
+/* Supervisor.monitor and observe: the first worker lost after ready,
+ * before the generation's stop began, is reported to the Owner
+ * (onLost: evLost). Taking the event and reporting it are two steps: the
+ * Owner may promote, retire or end meanwhile. */
 proctype Monitor(byte s)
 {
 	{
@@ -285,228 +277,193 @@ proctype Monitor(byte s)
 		};
 end_monitor:
 		do
-		:: atomic { q_prepared[s] + q_ready[s] + q_bad[s] > 0 ->
-			/* beginStop(lost, DrainTimeout), which begins the stop here:
-			 * events are only taken before any stop */
-			g_lost[s] = true; beginStop(s);
+		:: atomic { q_prepared[s] + q_ready[s] + q_bad[s] > 0 -> DROP_EVENTS(s) };
 			if
-			:: s == serving -> lost_serving = true
-			:: else -> skip
-			fi }
-			/* onLost: Service.lost, under v.mu: only the serving
-			 * generation's loss ends the service; a retiring generation's
-			 * is not one, and a starting one's is its Start's or Reload's
-			 * failure (they look before they serve it). */
-			atomic {
-				if
-				:: s == serving -> svc_lost = true; end()
-				:: else -> skip
-				fi
-			}
+			:: inbox ! LOST, s
+			:: svc_done -> skip           /* send: the service has ended */
+			fi;
+			break
 		:: g_done[s] -> break
 		od
 	} unless { parent_dead }
 }
 
 /* Supervisor.stop: escalate closes every worker's stdin; every worker then
- * ends (see above); release; s.err; close(s.done). */
-proctype Stopper(byte s)
+ * ends (see above); release; s.err; close(s.done). A stop the Owner began
+ * reports its end (Service.stop's goroutine: evStopped). */
+proctype Stopper(byte s; bool tell)
 {
 	{
 		atomic { stdin_closed[W(s, 0)] = true; stdin_closed[W(s, 1)] = true };
-		atomic { nended[s] == nspawned[s] -> g_done[s] = true }
+		atomic { nended[s] == nspawned[s] -> g_done[s] = true };
+		if
+		:: tell -> inbox ! STOPPED, s
+		:: else -> skip
+		fi
 	} unless { parent_dead }
 }
 
-/* ==================================================== the Service layer */
+/* ============================================== the Owner: Service.run */
 
-/* Service.Start, called by runSupervised. */
-proctype ServiceStart()
-{
-	byte pend;
+/* Service.stop: begin gen's stop; its end comes back as evStopped. */
+inline stop(g) {
+	if
+	:: !g_stopping[g] -> nstopping++; stopWith(g, true)
+	:: else -> skip
+	fi
+}
 
-	{
-		atomic {
-			if
-			:: !svc_stopping -> start_running = true; ngens = 1
-			:: else -> goto out           /* refused: the service is stopping */
-			fi
-		};
-		genStart(0);
+/* Service.next: begin the queued reload once nothing starts or retires.
+ * PROPERTY R6: a reload begins only for a SIGHUP that came after the
+ * previous reload began: SIGHUPs during a reload coalesce into at most
+ * one more. */
+inline next() {
+	if
+	:: reload_due > 0 && !ending && starting == NONE && nstopping == 0 ->
+		assert(hups_since > 0); hups_since = 0;
+		reload_due--;                             /* RELOADING=1 */
+		starting = ngens; ngens++;                /* begin */
+		run Starter(starting)
+	:: else -> skip
+	fi
+}
+
+/* Service.end: once, STOPPING=1; cancel a Start in progress (it rolls
+ * back); stop the serving generation (a retiring one stops already). */
+inline end() {
+	if
+	:: !ending ->
+		ending = true;
 		if
-		:: atomic { g_start[0] == FAILED ->
-			start_failed = true; finish(true); start_running = false }
-		/* serve, under v.mu: a generation that lost a worker since its
-		 * ready never serves; Start waits for it and fails */
-		:: atomic { g_start[0] == OK && g_lost[0] -> skip };
-			g_done[0];
-			atomic { start_failed = true; finish(true); start_running = false }
-		:: atomic { g_start[0] == OK && !g_lost[0] ->
-			serving = 0; start_running = false }  /* READY=1, unless stopping */
+		:: starting != NONE -> g_cancel[starting] = true
+		:: else -> skip
 		fi;
-out:
-		skip
-	} unless { parent_dead }
-}
-
-/* Service.retire: the replaced generation drains and is reaped; then the
- * Service forgets it. */
-proctype Retire(byte old)
-{
-	{
-		atomic { beginStop(old) };        /* old.Stop(context.Background()) */
-		atomic {
-			g_done[old] ->
-			if
-			:: retiring == old -> retiring = NONE
-			:: else -> skip
-			fi
-		}
-	} unless { parent_dead }
-}
-
-/* The SIGHUP front end (watchHangups, reloader.request): a SIGHUP while
- * one is pending coalesces into it. */
-proctype Hangups()
-{
-	byte n;
-
-	do
-	:: atomic { n < HUPS && !parent_dead ->
-		n++; hups_since++;
 		if
-		:: hup_pending == 0 -> hup_pending = 1
-		:: else -> skip                   /* coalesced */
-		fi }
-	:: n == HUPS || parent_dead -> break
-	od
+		:: serving != NONE -> stop(serving)
+		:: else -> skip
+		fi;
+		reload_due = 0
+	:: else -> skip
+	fi
 }
 
-/* reloader.run, calling Service.Reload for each pending request until the
- * stop signal. */
-proctype Reloader()
+proctype Owner()
 {
-	byte pend, gen, old;
+	mtype ev;
+	byte g, old;
 
 	{
-		skip;
-end_reloader:
+		atomic { ngens = 1; starting = 0; run Starter(0) };   /* Start: begin */
+end_owner:
 		do
-		:: atomic { hup_pending > 0 && !stop_signal -> hup_pending--;
-			/* PROPERTY R6: a reload begins only for a SIGHUP that came
-			 * after the previous reload began: SIGHUPs during a reload
-			 * coalesce into at most one more. */
-			assert(hups_since > 0); hups_since = 0 };
-
-			/* Reload: under reloadMu, then v.mu */
+		:: atomic { ending && starting == NONE && retiring == NONE && nstopping == 0 ->
+			/* PROPERTY R5a: the service ends only once every worker of
+			 * every generation has ended. */
+			assert(ALL_ENDED);
+			/* PROPERTY R7a: it ends in error only if its first generation
+			 * failed to start, or a worker was lost while its generation
+			 * served; a retiring generation's lost worker is not an error. */
+			assert(!svc_err || start_failed || lost_heard);
+			svc_done = true;                      /* close(v.done) */
+			break }
+		:: inbox ? ev, g ->
 			atomic {
 				if
-				:: svc_stopping || serving == NONE -> goto next  /* errNotServing */
-				:: else -> reload_running = true; old = retiring
-				fi
-			};
-			/* wait for a retiring generation, or the end of the reload's ctx */
-			if
-			:: old != NONE -> g_done[old]
-			:: old != NONE && svc_stopping -> goto ended   /* cancelled */
-			:: else -> skip
-			fi;
-			/* reloadGeneration, under v.mu: errNotServing once the end has
-			 * begun, else RELOADING=1; reloadTLS; nextGeneration */
-			if
-			:: atomic { svc_stopping -> goto ended }
-			:: atomic { !svc_stopping -> gen = ngens; ngens++ }
-			:: atomic { !svc_stopping -> goto failed }     /* reloadTLS: a bad certificate */
-			fi;
-			genStart(gen);
-			if
-			:: g_start[gen] == FAILED -> goto failed
-			:: else -> skip
-			fi;
-			/* promote, under v.mu */
-			if
-			:: atomic { g_lost[gen] -> skip };    /* lost since its ready: the reload
-			                                         failed; wait until it is gone */
-				g_done[gen];
-				goto failed
-			:: atomic { !g_lost[gen] ->
-				old = serving;
-				serving = gen; retiring = old;
-				successor[old] = gen;
-				if
-				:: svc_stopping -> skip           /* errNotServing: the stop stops both */
-				:: else -> run Retire(old)        /* READY=1 */
-				fi }
-				goto ended
-			fi;
-failed:
-			/* reloadFailed.
-			 * PROPERTY R2: a failed reload sends nothing to the serving
-			 * generation: it was not told to stop, unless it lost a worker
-			 * itself. */
-			atomic { assert(!g_stopping[serving] || g_lost[serving] || parent_dead) };
-ended:
-			atomic { reload_running = false };   /* endReload */
-next:
-			skip
-		:: stop_signal -> break
+				/* onStarted, nil: promote, unless it lost a worker before
+				 * run saw it ready, or the end began meanwhile */
+				:: ev == STARTED && lost_before[g] ->
+					starting = NONE; stop(g);
+					if
+					:: serving == NONE -> start_failed = true; svc_err = true; ending = true
+					:: else -> assert(!g_stopping[serving] || ending)   /* R2 */
+					fi
+				:: ev == STARTED && !lost_before[g] && ending ->
+					starting = NONE; stop(g);
+					if
+					:: serving == NONE -> serving = g
+					:: else -> skip
+					fi
+				:: ev == STARTED && !lost_before[g] && !ending && serving == NONE ->
+					starting = NONE; serving = g          /* READY=1 */
+				:: ev == STARTED && !lost_before[g] && !ending && serving != NONE ->
+					starting = NONE;
+					/* PROPERTY R1 (at the event): the serving generation
+					 * retires only once every new worker is ready. */
+					assert(nready[g] == N);
+					old = serving; serving = g;           /* promote */
+					retiring = old; successor[old] = g;
+					stop(old)
+				/* onStarted, an error: the first generation's ends the
+				 * service; a reload's leaves the serving one as it was.
+				 * PROPERTY R2: a failed reload sent the serving generation
+				 * nothing: it was not told to stop, unless the end began. */
+				:: ev == FAILED ->
+					starting = NONE;
+					if
+					:: serving == NONE -> start_failed = true; svc_err = true; ending = true
+					:: else -> assert(!g_stopping[serving] || ending)
+					fi
+				/* onLost: by the generation's role when run learns of it */
+				:: ev == LOST && g == starting -> lost_before[g] = true
+				:: ev == LOST && g != starting ->
+					/* the ghost, apart from the decision it checks */
+					lost_heard = lost_heard || g == serving || g == retiring;
+					if
+					:: g == serving || g == retiring -> svc_err = true; end()
+					:: else -> skip           /* a generation already stopping */
+					fi
+				/* onStopped */
+				:: ev == STOPPED ->
+					nstopping--;
+					if
+					:: g == retiring -> retiring = NONE
+					:: else -> skip
+					fi
+				/* onReload: ignored before the first generation serves and
+				 * once the end began; otherwise due, coalesced */
+				:: ev == RELOAD && (ending || serving == NONE) -> skip
+				:: ev == RELOAD && !ending && serving != NONE ->
+					reload_due = 1;                        /* coalesced */
+					hups_since++
+				:: ev == STOP_ASKED -> end()
+				fi;
+				next()
+			}
 		od
 	} unless { parent_dead }
 }
 
-/* Service.stop, the end's goroutine: cancel a Start and a Reload in
- * progress and wait for them; close the listener; stop the serving and
- * the retiring generation together; finish with the serving generation's
- * result and the loss that ended the service, if one did. (A survivor of
- * either generation's kill deadline would be added too; lifecycle.pml
- * has those. A retiring generation's lost worker is not added.) */
-proctype ServiceStop()
+/* ===================================================== the front ends */
+
+/* watchHangups: each SIGHUP is one evReload. */
+proctype Hangups()
 {
-	byte gen, old;
-	bool st, rl;
+	byte n;
 
 	{
-		atomic { st = start_running; rl = reload_running };
-		if
-		:: st -> !start_running                  /* cancelStart(); <-startDone */
-		:: else -> skip
-		fi;
-		if
-		:: rl -> !reload_running                 /* cancelReload(); <-reloadDone */
-		:: else -> skip
-		fi;
-		atomic {
-			gen = serving; old = retiring;
+		do
+		:: n < HUPS ->
+			n++;
 			if
-			:: gen != NONE -> beginStop(gen)
-			:: else -> skip
-			fi;
-			if
-			:: old != NONE -> beginStop(old)
-			:: else -> skip
+			:: inbox ! RELOAD, 0
+			:: svc_done -> break          /* send: the service has ended */
 			fi
-		};
-		if
-		:: gen != NONE -> g_done[gen]
-		:: else -> skip
-		fi;
-		if
-		:: old != NONE -> g_done[old]
-		:: else -> skip
-		fi;
-		atomic { finish(svc_lost || (gen != NONE && g_lost[gen])) }
+		:: n == HUPS -> break
+		od
 	} unless { parent_dead }
 }
 
-/* The first SIGINT or SIGTERM (watchSignals) closes stop; runSupervised's
- * goroutine then calls Service.Stop, which begins the end. */
+/* The first SIGINT or SIGTERM (watchSignals): Service.Stop sends evStop. */
 proctype Operator()
 {
 #ifdef STOP
-	if
-	:: atomic { !parent_dead -> stop_signal = true; end() }
-	:: skip                                      /* never asked to stop */
-	fi
+	{
+		if
+		:: inbox ! STOP_ASKED, 0
+		:: svc_done -> skip                      /* send: the service has ended */
+		:: skip                                  /* never asked to stop */
+		fi
+	} unless { parent_dead }
 #else
 	skip                                         /* this configuration never stops */
 #endif
@@ -535,7 +492,7 @@ init {
 	byte g;
 	atomic {
 		for (g : 0 .. G - 1) { successor[g] = NONE };
-		run ServiceStart(); run Reloader(); run Hangups(); run Operator(); run ParentDeath()
+		run Owner(); run Hangups(); run Operator(); run ParentDeath()
 	}
 }
 
@@ -557,8 +514,9 @@ ltl no_early_accept {
 /* R5: after a stop, every worker of every generation ends and then the
  * service ends, unless the parent dies first; after the parent dies,
  * every worker ends on its own (EOF). */
-ltl stop_ends { [] (end_began -> <> ((svc_done && ALL_ENDED) || parent_dead)) }
+ltl stop_ends { [] (ending -> <> ((svc_done && ALL_ENDED) || parent_dead)) }
 ltl orphans_end { [] (parent_dead -> <> ALL_ENDED) }
-/* R7: a worker lost from the serving generation ends the service with an
- * error (exit 1), reload or not. */
-ltl lost_ends { [] (svc_lost -> <> ((svc_done && svc_err) || parent_dead)) }
+/* R7: a worker lost while its generation served ends the service with an
+ * error (exit 1), reload or not: the loss is never dropped, even when
+ * its report reaches the Owner after a promotion retired its generation. */
+ltl lost_ends { [] (lost_heard -> <> ((svc_done && svc_err) || parent_dead)) }

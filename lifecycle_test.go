@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The tests of the lifecycle loop's decisions (lifecycle.go), one per
+// defect the single owner removed, each failing on the layered code it
+// replaced.
+
+// holdNewGenerationsAtReady makes every worker of a generation started
+// from now on hold its ready message, committed and accepting, until the
+// returned release removes the gate.
+func holdNewGenerationsAtReady(t *testing.T) (gate string) {
+	t.Helper()
+	gate = filepath.Join(t.TempDir(), "gate")
+	t.Setenv(gateEnv, gate)
+	t.Setenv(faultEnv, faultHeldReady)
+	return gate
+}
+
+func closeGate(t *testing.T, gate string) {
+	t.Helper()
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStopDuringAReloadsCommitEndsByTheForceDeadline(t *testing.T) {
+	skipWithoutWorkers(t)
+	for _, signals := range []int{1, 2} {
+		t.Run(fmt.Sprintf("signals=%d", signals), func(t *testing.T) {
+			gate := holdNewGenerationsAtReady(t)
+			ns := newNotifySocket(t)
+			s, marks := startProbeServery(t, ns, "-workers", "2", "-slow", "20s",
+				"-drain-timeout", "3s", "-force-timeout", "4s")
+			go get(s.addr, "/slow") // keeps a worker of generation 1 draining
+			waitMark(t, marks, "slow-begun-")
+			closeGate(t, gate)
+			s.signal(syscall.SIGHUP)
+			waitLog(t, s, `msg="holding ready"`) // generation 2 committed, not ready
+			began := time.Now()
+			s.signal(syscall.SIGTERM)
+			// The serving generation is told to drain when the stop begins,
+			// not once the reload's rollback is over.
+			waitLogWithin(t, s, `msg="worker draining"[^\n]* generation=1`, time.Second)
+			if signals == 2 {
+				s.signal(syscall.SIGTERM)
+				// Every generation's drain is skipped: the rolling-back one's
+				// too, whose held workers are terminated at once.
+				for _, g := range []string{"1", "2"} {
+					waitLogWithin(t, s, `msg="worker outlived deadline" generation=`+g+` [^\n]*action=terminate`, time.Second)
+				}
+			}
+			s.wait(15 * time.Second)
+			if took := time.Since(began); took > 5*time.Second {
+				t.Errorf("the stop took %v; want it ended within -force-timeout 4s plus a second", took.Round(time.Millisecond))
+			}
+			s.assertNoWorkersLeft()
+		})
+	}
+}
+
+// waitMark waits until a marker whose name starts with prefix exists.
+func waitMark(t *testing.T, marks, prefix string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		matches, _ := filepath.Glob(filepath.Join(marks, prefix+"*"))
+		if len(matches) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no mark %s* after 10s", prefix)
+		}
+	}
+}
+
+// waitLogWithin waits up to within for servery's log to match re.
+func waitLogWithin(t *testing.T, s *servery, re string, within time.Duration) {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	for deadline := time.Now().Add(within); !rx.MatchString(s.logs()); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log did not match %s within %v:\n%s", re, within, s.logs())
+		}
+	}
+}
+
+func TestDirectSignalDuringTheFirstStartIsACleanStop(t *testing.T) {
+	marks := t.TempDir()
+	cmd := execServery(t, "-marks", marks, "-workers", "1", "-start-fault", "wait", "-startup-timeout", "20s")
+	s := spawnServery(t, cmd)
+	waitMark(t, marks, "identity-0-of-1-gen-1")
+	began := time.Now()
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Errorf("exit status %d after SIGTERM during the App's start; want 0, a clean stop", code)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("the stop took %v; want it prompt, not at -startup-timeout", took.Round(time.Millisecond))
+	}
+	// The mark's content may be cut short by the exit; it is there.
+	if _, err := os.Stat(filepath.Join(marks, "start-cancelled-0")); err != nil {
+		t.Errorf("the App's start context was not cancelled: %v", err)
+	}
+	if !strings.Contains(s.logs(), `msg="stopped during startup"`) {
+		t.Errorf("want the stop during startup logged:\n%s", s.logs())
+	}
+}
+
+// execServery is servery's main serving probeApp with args, unstarted.
+func execServery(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), mainEnv+"=1", appEnv+"=probe")
+	return cmd
+}
+
+func TestSignalDuringARollbackAfterCommitWithAFailedAppStopExitsOne(t *testing.T) {
+	skipWithoutWorkers(t)
+	gate := holdNewGenerationsAtReady(t)
+	closeGate(t, gate) // the first generation is held at ready too
+	cmd := execServery(t, "-marks", t.TempDir(), "-workers", "2", "-stop-fault", "fail",
+		"-drain-timeout", "2s", "-force-timeout", "3s")
+	s := spawnServery(t, cmd)
+	waitLog(t, s, `msg="holding ready"`)
+	s.signal(syscall.SIGTERM)
+	waitLog(t, s, `msg="startup failed, rolling back"`)
+	os.Remove(gate) // the committed workers drain, and their App's stop fails
+	if code := s.wait(10 * time.Second); code != exitFailure {
+		t.Errorf("exit status %d; want %d: an App's stop step failed", code, exitFailure)
+	}
+	s.assertNoWorkersLeft()
+}
+
+func TestAppStopFailureOfAReplacedGenerationFailsTheExit(t *testing.T) {
+	for _, workers := range []string{"1", "2"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			if workers != "1" {
+				skipWithoutWorkers(t)
+			}
+			ns := newNotifySocket(t)
+			s, _ := startProbeServery(t, ns, "-workers", workers, "-stop-fault", "fail", "-stop-fault-generation", "1")
+			s.signal(syscall.SIGHUP)
+			waitLog(t, s, `msg="retired generation ended with error" generation=1`)
+			s.signal(syscall.SIGTERM)
+			if code := s.wait(10 * time.Second); code != exitFailure {
+				t.Errorf("exit status %d; want %d: the replaced generation's App stop failed", code, exitFailure)
+			}
+			status := false
+			for _, d := range ns.until(s) {
+				status = status || strings.Contains(d, "retired generation 1 failed")
+			}
+			if !status {
+				t.Error("no STATUS= told the service manager that the retired generation failed")
+			}
+		})
+	}
+}
+
+func TestServingWorkerLostAsAPromotionSlipsInEndsTheService(t *testing.T) {
+	h := newServiceHarness(t, 2, nil)
+	var lostPID atomic.Int64
+	// Generation 1 loses a worker as generation 2 starts, and its report
+	// is held until generation 2 has been promoted: the loss happened
+	// while generation 1 served, and must not be dropped now that it
+	// retires.
+	base := h.svc.log.Handler()
+	h.svc.log = slog.New(onMessage{Handler: onMessage{Handler: base, msg: "generation starting", hook: func() {
+		if pid := lostPID.Swap(0); pid != 0 {
+			killGroup(int(pid))
+		}
+	}}, msg: "worker lost", hook: func() {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if strings.Contains(h.readLogs(), "msg=reloaded") {
+				return
+			}
+		}
+	}})
+	if err := h.svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pid := h.servingPIDs()[0]
+	lostPID.Store(int64(pid))
+	h.svc.Reload(context.Background())
+	select {
+	case <-h.svc.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the service never ended after its serving generation lost a worker; the loss was dropped")
+	}
+	if err := h.svc.err; err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", pid)) {
+		t.Errorf("the service ended with %v; want the lost worker (pid %d) named", err, pid)
+	}
+}
+
+func TestTicketKeyRotationLineNamesTheGeneration(t *testing.T) {
+	h := newServiceHarness(t, 1, nil)
+	h.shareTicketKeys()
+	if err := h.svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.svc.rotateTicketKeys()
+	if !regexp.MustCompile(`msg="ticket keys rotated" generation=1`).MatchString(h.readLogs()) {
+		t.Errorf("the rotation's line does not name the serving generation:\n%s", h.readLogs())
+	}
+}
+
+func TestNotificationsStayOneAssignmentPerLine(t *testing.T) {
+	for _, workers := range []string{"1", "2"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			if workers != "1" {
+				skipWithoutWorkers(t)
+			}
+			ns := newNotifySocket(t)
+			// The reload fails with an error of two lines (errors.Join).
+			s, _ := startProbeServery(t, ns, "-workers", workers, "-start-fault", "fail-lines", "-fault-generation", "2")
+			s.signal(syscall.SIGHUP)
+			waitLog(t, s, `msg="reload failed, still serving"`)
+			s.signal(syscall.SIGTERM)
+			s.wait(10 * time.Second)
+			assignment := regexp.MustCompile(`^(READY|RELOADING|STOPPING|STATUS|MONOTONIC_USEC)=`)
+			sawStatus := false
+			for _, d := range ns.until(s) {
+				for _, line := range strings.Split(strings.TrimSuffix(d, "\n"), "\n") {
+					if !assignment.MatchString(line) {
+						t.Errorf("notification %q has a line %q that is no assignment", d, line)
+					}
+					sawStatus = sawStatus || strings.Contains(line, "no database") && strings.Contains(line, "no cache")
+				}
+			}
+			if !sawStatus {
+				t.Error("no STATUS= carried both lines of the reload's error")
+			}
+		})
+	}
+}
+
+// heldStart is a generation whose Start, once it has succeeded, waits
+// for hold before it reports: run learns that it is ready only then.
+type heldStart struct {
+	generation
+	hold chan struct{}
+}
+
+func (g *heldStart) Start(ctx context.Context) error {
+	err := g.generation.Start(ctx)
+	<-g.hold
+	return err
+}
+
+func TestDirectGenerationReadyAsTheEndBeganStopsByTheForceDeadline(t *testing.T) {
+	// Generation 2's App.Start succeeds, and the stop begins before run
+	// sees it ready; its App.Stop never returns. The stop must still end
+	// by the force deadline, and the failed stop step fail the service.
+	app := App{
+		Start: func(_ context.Context, w Worker) (http.Handler, error) {
+			if w.Generation == 2 {
+				return stopHangs{}, nil
+			}
+			return http.NotFoundHandler(), nil
+		},
+		Stop: func(_ context.Context, h http.Handler) error {
+			if _, ok := h.(stopHangs); ok {
+				select {} // ignores ctx
+			}
+			return nil
+		},
+	}
+	cfg := &config{Workers: 1, StartupTimeout: 5 * time.Second, ForceTimeout: time.Second,
+		Runtime: runtimeConfig{HeaderTimeout: time.Second, IdleTimeout: time.Second, DrainTimeout: 500 * time.Millisecond}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rt, err := newDirectRuntime(cfg, app, ln, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	svc := newService(ln, log, 1, func(n int, keys [][]byte, lost func(error)) generation {
+		gen := rt.generation(n, keys, lost)
+		if n == 2 {
+			return &heldStart{generation: gen, hold: hold}
+		}
+		return gen
+	})
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	go svc.Reload(context.Background())
+	for svc.state().Starting != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	stopped := make(chan error, 1)
+	began := time.Now()
+	go func() { stopped <- svc.Stop(context.Background()) }()
+	for !svc.state().Ending {
+		time.Sleep(time.Millisecond)
+	}
+	close(hold)
+	select {
+	case err := <-stopped:
+		if took := time.Since(began); took > 2*time.Second || !errors.Is(err, errAppStop) {
+			t.Errorf("Stop = %v after %v; want the App stop failure, within the force deadline (1s) and a second", err, took.Round(time.Millisecond))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stop never ended: the never-served generation's App stop held it")
+	}
+}
+
+// stopHangs is a handler whose App.Stop never returns.
+type stopHangs struct{ http.Handler }
