@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,7 +178,9 @@ func (d *directGen) sendTicketKeys(seq uint64, keys [][]byte) {
 }
 
 func (d *directGen) number() int { return d.n }
-func (d *directGen) pids() []int { return []int{os.Getpid()} }
+
+// pids is empty: direct mode starts no worker process.
+func (d *directGen) pids() []int { return nil }
 
 // startDirect runs the App's start step in this process, as worker 0 of 1
 // of generation, within the startup timeout.
