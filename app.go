@@ -85,9 +85,9 @@ type Control struct {
 
 // Reload starts the next generation, as SIGHUP does, and blocks until it
 // serves or has been rolled back; the error says why it failed, naming
-// the worker. The serving generation keeps serving either way. A reload
-// that another is running meanwhile waits for it. ctx ending cancels
-// this reload's startup, which rolls it back.
+// the worker. The serving generation keeps serving either way. Reloads
+// asked for while one runs wait for it and are answered by one more.
+// ctx bounds only the wait: the reload goes on, and a stop cuts it short.
 func (c *Control) Reload(ctx context.Context) error { return c.reload(ctx) }
 
 // Stop begins the stop, as the first SIGTERM does, and returns at once;

@@ -155,11 +155,15 @@ func (d *directGen) stop(began time.Time) error {
 	return nil
 }
 
+// Wait blocks until the generation's stop has finished and returns how it
+// ended: the App stop step's failure, or nil.
 func (d *directGen) Wait() error {
 	<-d.done
 	return d.err
 }
 
+// skipDrain ends the drain and the wait for a replaced handler's last
+// request, begun or to come, and hurries the App's stop step.
 func (d *directGen) skipDrain() { d.cut() }
 
 // sendTicketKeys installs rotated keys in the one server, unless newer
@@ -177,6 +181,7 @@ func (d *directGen) sendTicketKeys(seq uint64, keys [][]byte) {
 	}
 }
 
+// number is the generation's number.
 func (d *directGen) number() int { return d.n }
 
 // pids is empty: direct mode starts no worker process.

@@ -77,7 +77,7 @@ type (
 	}
 	evStop   struct{}                       // stop requested
 	evHurry  struct{}                       // second signal: skip the rest of every drain
-	evRotate struct{ done chan struct{} }   // rotate the ticket keys
+	evRotate struct{ done chan struct{} }   // rotate the ticket keys; done, if any, closed after
 	evState  struct{ reply chan lifeState } // what run's state is, for tests and logs
 )
 
@@ -100,6 +100,7 @@ type life struct {
 	ending   bool         // the end has begun
 	hurried  bool         // the second signal came
 	endErr   error        // what fails the end: a lost serving worker, a stop's error
+	cause    error        // the loss that began the end, as the serving generation's stop got it
 	retired  error        // what failed in retired generations, which fails the end too
 	queued   []chan error // reloads asked for while one ran or a generation retired
 	reload   bool         // one more reload is due (queued may hold only SIGHUP's nil)
@@ -136,7 +137,9 @@ func (v *Service) run() {
 			v.hurry(l)
 		case evRotate:
 			v.rotate(l)
-			close(ev.done)
+			if ev.done != nil {
+				close(ev.done)
+			}
 		case evState:
 			ev.reply <- l.state()
 		}
@@ -151,7 +154,7 @@ func (v *Service) run() {
 func (v *Service) onStart(l *life, ev evStart) {
 	switch {
 	case l.started:
-		ev.reply <- errors.New("start: service already started")
+		ev.reply <- errStartedTwice
 	case l.ending:
 		ev.reply <- errStoppedFirst
 	default:
@@ -234,6 +237,11 @@ func (v *Service) onStarted(l *life, ev evStarted) {
 		l.ending, l.endErr = true, err // Start's caller reports it
 	case err != nil:
 		v.reloadFailed(l, ev.gen.number(), err)
+		if errors.Is(ev.err, errAppStop) || errors.Is(ev.err, errSurvived) {
+			// Rolled back, but not cleanly: that fails the exit status
+			// of the service, as in any generation.
+			l.retired = errors.Join(l.retired, fmt.Errorf("generation %d: %w", ev.gen.number(), ev.err))
+		}
 	case l.ending:
 		// Ready in the instant the end began: it never serves.
 		v.stop(l, ev.gen, nil)
@@ -244,10 +252,10 @@ func (v *Service) onStarted(l *life, ev evStarted) {
 	default:
 		v.promote(l, ev.gen)
 	}
+	if err != nil && !first {
+		err = fmt.Errorf("reload: %w", err)
+	}
 	for _, r := range s.replies {
-		if err != nil && !first {
-			err = fmt.Errorf("reload: %w", err)
-		}
 		reply(r, err)
 	}
 	v.next(l)
@@ -323,7 +331,7 @@ func (v *Service) end(l *life, lost error) {
 	if l.ending {
 		return
 	}
-	l.ending = true
+	l.ending, l.cause = true, cause
 	status := ""
 	if lost != nil {
 		status = oneLine("STATUS=" + lost.Error())
@@ -376,9 +384,8 @@ func (v *Service) onStopped(l *life, ev evStopped) {
 		} else {
 			v.log.Info("generation retired", "generation", ev.gen.number())
 		}
-		v.next(l)
 	case l.serving:
-		if ev.err != nil && (l.endErr == nil || !errors.Is(ev.err, l.endErr)) {
+		if ev.err != nil && (l.cause == nil || !errors.Is(ev.err, l.cause)) {
 			l.endErr = errors.Join(l.endErr, ev.err)
 		}
 	default:
@@ -391,6 +398,7 @@ func (v *Service) onStopped(l *life, ev evStopped) {
 			l.retired = errors.Join(l.retired, fmt.Errorf("generation %d: %w", ev.gen.number(), ev.err))
 		}
 	}
+	v.next(l) // a reload may have waited for this generation
 }
 
 // hurry skips the rest of every drain: of the generations stopping, of
@@ -432,7 +440,7 @@ func (v *Service) rotateEvery(period time.Duration) {
 	for {
 		select {
 		case <-t.C:
-			v.send(evRotate{done: make(chan struct{})})
+			v.send(evRotate{})
 		case <-v.done:
 			return
 		}

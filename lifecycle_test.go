@@ -185,8 +185,16 @@ func TestServingWorkerLostAsAPromotionSlipsInEndsTheService(t *testing.T) {
 			killGroup(int(pid))
 		}
 	}}, msg: "worker lost", hook: func() {
+		// Held until generation 2 serves, and then for as long as
+		// generation 1's stop could take to end, were it not to wait for
+		// this report: two seconds, or until it is logged as retired.
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			if strings.Contains(h.readLogs(), "msg=reloaded") {
+				break
+			}
+		}
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if strings.Contains(h.readLogs(), `msg="generation retired" generation=1`) {
 				return
 			}
 		}
@@ -325,3 +333,21 @@ func TestDirectGenerationReadyAsTheEndBeganStopsByTheForceDeadline(t *testing.T)
 
 // stopHangs is a handler whose App.Stop never returns.
 type stopHangs struct{ http.Handler }
+
+func TestReloadRolledBackWithAFailedAppStopFailsTheExit(t *testing.T) {
+	skipWithoutWorkers(t)
+	gate := holdNewGenerationsAtReady(t)
+	ns := newNotifySocket(t)
+	s, _ := startProbeServery(t, ns, "-workers", "2", "-startup-timeout", "1s",
+		"-stop-fault", "fail", "-stop-fault-generation", "2")
+	closeGate(t, gate)
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg="startup failed, rolling back" generation=2`) // held at ready past the timeout
+	os.Remove(gate)                                                  // its committed workers drain, and their App's stop fails
+	waitLog(t, s, `msg="reload failed, still serving" generation=2`)
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitFailure {
+		t.Errorf("exit status %d; want %d: the rolled-back generation's App stop failed", code, exitFailure)
+	}
+	s.assertNoWorkersLeft()
+}

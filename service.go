@@ -55,6 +55,9 @@ func newService(ln net.Listener, log *slog.Logger, workers int, build func(int, 
 // cancelled before it began, which the front end treats as a clean stop.
 var errStoppedFirst = fmt.Errorf("start: the service was stopped first: %w", context.Canceled)
 
+// errStartedTwice is the answer to a second Start.
+var errStartedTwice = errors.New("start: service already started")
+
 // errNotServing is Reload's answer when there is no serving generation to
 // replace: before Start succeeded, or once the service is ending.
 var errNotServing = errors.New("reload: not serving")
@@ -69,7 +72,13 @@ func (v *Service) Start(ctx context.Context) error {
 	if !v.send(evStart{ctx: ctx, reply: r}) {
 		return errStoppedFirst
 	}
-	return <-r
+	err := <-r
+	if err != nil && !errors.Is(err, errStartedTwice) {
+		// A failed first generation ends the service; one that lost a
+		// worker before it was seen ready is still stopping.
+		<-v.done
+	}
+	return err
 }
 
 // Reload starts the next generation on the listener and blocks until it

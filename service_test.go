@@ -370,9 +370,11 @@ func TestServingWorkerLostAsAReloadBecomesReadyEndsTheService(t *testing.T) {
 // lostBeforeServing is a generation that loses worker 1 after its Start
 // succeeded and returns only once the loss has reached the lifecycle
 // loop: the loop learns of the loss before it sees the generation ready.
+// Meanwhile one more reload is asked for (then, if set).
 type lostBeforeServing struct {
 	*Supervisor
 	reported chan struct{}
+	then     func()
 }
 
 func (g *lostBeforeServing) Start(ctx context.Context) error {
@@ -381,6 +383,7 @@ func (g *lostBeforeServing) Start(ctx context.Context) error {
 	}
 	killGroup(g.pids()[1])
 	<-g.reported
+	g.then()
 	return nil
 }
 
@@ -390,7 +393,7 @@ func TestReloadFailsIfItsGenerationLostAWorkerBeforeServing(t *testing.T) {
 		if sup.cfg.Generation != 2 {
 			return sup
 		}
-		g := &lostBeforeServing{Supervisor: sup, reported: make(chan struct{})}
+		g := &lostBeforeServing{Supervisor: sup, reported: make(chan struct{}), then: h.svc.requestReload}
 		sup.onLost = func(err error) {
 			lost(err)
 			close(g.reported)
@@ -415,6 +418,13 @@ func TestReloadFailsIfItsGenerationLostAWorkerBeforeServing(t *testing.T) {
 	}
 	if code, _, err := get(h.addr, "/"); err != nil || code != 200 {
 		t.Errorf("GET / = %d %v; want the serving generation answering", code, err)
+	}
+	// The reload asked for meanwhile runs once the failed generation has
+	// stopped: generation 3 serves.
+	for deadline := time.Now().Add(10 * time.Second); h.svc.state().Serving != 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reload queued behind the failed one never ran: %+v", h.svc.state())
+		}
 	}
 }
 

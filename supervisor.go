@@ -77,6 +77,14 @@ type Supervisor struct {
 	keySeq    uint64 // of the ticket keys sent last
 	cause     error  // why the generation stops: a failed start, a lost worker; nil if asked
 
+	// reporting holds the stop's end until a loss seen before it began
+	// has been reported, so whoever owns the generation learns of the
+	// loss before it learns that the generation stopped.
+	reporting sync.WaitGroup
+	// keyMu orders the ticket-key sends: held across their pipe writes,
+	// which mu never is, so a stop never waits for a slow worker's pipe.
+	keyMu sync.Mutex
+
 	stopOnce  sync.Once
 	hurryOnce sync.Once
 	hurry     chan struct{} // closed to skip the rest of the drain
@@ -234,22 +242,33 @@ func (s *Supervisor) number() int { return s.cfg.Generation }
 // sendTicketKeys sends rotated session ticket keys to every worker of the
 // ready generation, all within one second: a worker that does not read
 // its stdin for that long is logged, not waited for. It does nothing once
-// the generation stops, or if keys of a later seq were sent already, and
-// holds s.mu meanwhile so no stop closes a pipe under the writes.
+// the generation stops, or if keys of a later seq were sent already. A
+// stop that begins during the writes may close a pipe under them: that
+// write fails, and only a failure before the stop is worth a warning.
 func (s *Supervisor) sendTicketKeys(seq uint64, keys [][]byte) {
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping || seq < s.keySeq {
+	skip := s.stopping || seq < s.keySeq
+	s.keySeq = max(s.keySeq, seq)
+	s.mu.Unlock()
+	if skip {
 		return
 	}
-	s.keySeq = seq
 	deadline := time.Now().Add(time.Second)
 	for _, p := range s.procs {
 		p.stdin.SetWriteDeadline(deadline)
-		if err := p.out.send(message{Type: msgTicketKeys, Keys: keys}); err != nil {
+		if err := p.out.send(message{Type: msgTicketKeys, Keys: keys}); err != nil && !s.isStopping() {
 			s.log.Warn("cannot send ticket keys", "worker", p.index, "pid", p.pid, "err", err)
 		}
 	}
+}
+
+// isStopping reports whether the generation's stop has begun.
+func (s *Supervisor) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
 }
 
 // pids returns the workers' process ids, in index order.
@@ -341,10 +360,14 @@ func (s *Supervisor) observe(ev event) {
 	s.mu.Lock()
 	first := !s.stopping && !s.reported
 	s.reported = s.reported || first
+	if first {
+		s.reporting.Add(1)
+	}
 	s.mu.Unlock()
 	if !first {
 		return
 	}
+	defer s.reporting.Done()
 	reason := "sent " + ev.msg.Type + " after ready"
 	if ev.err != nil {
 		reason = ev.err.Error()
@@ -380,6 +403,7 @@ func (s *Supervisor) stop(drain time.Duration) {
 	began := time.Now()
 	err := s.escalate(began, drain)
 	s.release()
+	s.reporting.Wait()
 	s.logCounters()
 	s.err = errors.Join(s.cause, err, s.appStopErrors())
 	if err != nil {

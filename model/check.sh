@@ -14,10 +14,11 @@
 #
 # reload.pml (the lifecycle loop over the sequence of generations, N = 2):
 # the same kinds of search in three configurations (see reload_configs
-# below), then four broken copies -- the serving generation retired as the
+# below), then five broken copies -- the serving generation retired as the
 # new one starts, a reload that does not wait for a stopping generation,
-# SIGHUPs that do not coalesce, a loss reported after a promotion dropped --
-# each of which spin must catch by its assertion or its ltl formula.
+# SIGHUPs that do not coalesce, a loss reported after a promotion dropped,
+# a generation's stop that ends before its loss is reported -- each of
+# which spin must catch by its assertion or its ltl formula.
 #
 # Any error, counterexample or incomplete search fails the script. Files
 # pan writes stay in a temporary directory. JOBS (default 2) searches run
@@ -131,6 +132,10 @@ break_reload nocoalesce '					reload_due = 1;                        /* coalesce
 # dropped: R7, by its ltl formula
 break_reload droplost '					:: g == serving || g == retiring -> svc_err = true; end()' \
 	'					:: g == serving -> svc_err = true; end()' "-DHUPS=2 -DFAULTY=1" lost_ends
+# a generation's stop that ends before its loss is reported: the loss
+# then reaches run after the generation is gone, and is dropped: R7
+break_reload nowaitreport '		atomic { nended[s] == nspawned[s] && !g_reporting[s] -> g_done[s] = true };' \
+	'		atomic { nended[s] == nspawned[s] -> g_done[s] = true };' "-DHUPS=2 -DFAULTY=1" lost_ends
 
 for n in 2 3; do
 	bg "$work/n$n" cc_safety.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan_safety pan.c
@@ -148,7 +153,7 @@ for c in "${reload_configs[@]}"; do
 	bg "$d" cc_claim_safety.log $cc -O2 -w -DSAFETY -o pan_claim_safety pan.c
 	bg "$d" cc_claim.log $cc -O2 -w -o pan_claim pan.c
 done
-for v in early nowait nocoalesce droplost; do
+for v in early nowait nocoalesce droplost nowaitreport; do
 	if [ -s "$work/rb-$v/claim" ]; then
 		bg "$work/rb-$v" cc.log $cc -O2 -w -o pan pan.c
 	else
@@ -196,7 +201,7 @@ for c in "${reload_configs[@]}"; do
 		esac
 	done
 done
-for v in early nowait nocoalesce droplost; do
+for v in early nowait nocoalesce droplost nowaitreport; do
 	if [ -s "$work/rb-$v/claim" ]; then
 		bg "$work/rb-$v" pan.log ./pan -a -m$depth -N "$(cat "$work/rb-$v/claim")"
 	else
@@ -283,7 +288,8 @@ fi
 for v in "early|R1|successor|the serving generation retired before the new one was ready" \
 	"nowait|R4|nspawned|a reload that did not wait for a stopping generation" \
 	"nocoalesce|R6|hups_since|SIGHUPs that did not coalesce" \
-	"droplost|R7|acceptance cycle|a serving worker's loss dropped after a promotion"; do
+	"droplost|R7|acceptance cycle|a serving worker's loss dropped after a promotion" \
+	"nowaitreport|R7|acceptance cycle|a stop that ends before its loss is reported"; do
 	IFS='|' read -r name prop marker what <<<"$v"
 	log="$work/rb-$name/pan.log"
 	if grep -Eq 'errors: [1-9]' "$log" && grep -E '^pan:1: (assertion violated|acceptance cycle)' "$log" | grep -q "$marker"; then

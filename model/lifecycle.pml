@@ -65,7 +65,7 @@ bool parent_ln = true;  /* the parent's listener, bound by run before anything e
 
 bool start_began;       /* Start took s.startDone                          */
 bool stopping;          /* Supervisor.stopping: stopWith ran              */
-bool lost;              /* Supervisor.lost: a worker lost after ready      */
+bool lost;              /* Supervisor.cause: a worker lost after ready     */
 bool in_monitor;        /* monitor reads the events                        */
 bool stop_finished;     /* close(s.done)                                   */
 bool stop_err;          /* s.err != nil                                    */

@@ -424,6 +424,29 @@ m_status-line() {
 	edit lifecycle.go 'return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")' 'return strings.TrimSpace(s)'
 }
 
+mutant next-after-stop "a reload queued behind a generation that stops runs once it has stopped" \
+	"only a retired generation's stop lets a queued reload begin" \
+	"TestReloadFailsIfItsGenerationLostAWorkerBeforeServing"
+m_next-after-stop() {
+	edit lifecycle.go '	v.next(l) // a reload may have waited for this generation' ''
+}
+
+mutant report-first "a generation's stop ends only after a loss it saw is reported" \
+	"the stop does not wait for the loss report" \
+	"TestServingWorkerLostAsAPromotionSlipsInEndsTheService"
+m_report-first() {
+	edit supervisor.go '	s.reporting.Wait()' ''
+}
+
+mutant rollback-reload-app-stop "a reload rolled back with a failed App stop step makes the exit 1" \
+	"a reload's rollback failure is only logged" \
+	"TestReloadRolledBackWithAFailedAppStopFailsTheExit"
+m_rollback-reload-app-stop() {
+	edit lifecycle.go '			// Rolled back, but not cleanly: that fails the exit status
+			// of the service, as in any generation.
+			l.retired = errors.Join(l.retired, fmt.Errorf("generation %d: %w", ev.gen.number(), ev.err))' ''
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails

@@ -78,6 +78,7 @@ bool g_monitor[G];      /* monitor reads the events                        */
 bool g_done[G];         /* close(s.done)                                   */
 bool g_cancel[G];       /* its Start's ctx cancelled (startingGen.cancel)  */
 bool g_ok[G];           /* its Start returned nil                          */
+bool g_reporting[G];    /* a loss taken, not yet sent (Supervisor.reporting) */
 
 /* ------------------------------------------------- the Owner's state (life) */
 
@@ -103,6 +104,7 @@ byte nended[G];
 byte successor[G];      /* the generation that replaced g (promote), or NONE */
 bool start_failed;      /* the first generation's Start failed             */
 bool lost_heard;        /* run took a loss from the serving or the retiring generation */
+bool lost_serving;      /* a worker was lost while its generation served   */
 byte hups_since;        /* SIGHUPs run took since the last reload began    */
 
 #if G == 2
@@ -277,11 +279,15 @@ proctype Monitor(byte s)
 		};
 end_monitor:
 		do
-		:: atomic { q_prepared[s] + q_ready[s] + q_bad[s] > 0 -> DROP_EVENTS(s) };
+		:: atomic { q_prepared[s] + q_ready[s] + q_bad[s] > 0 ->
+			DROP_EVENTS(s); g_reporting[s] = true;
+			/* the ghost of R7, set where the loss is seen */
+			lost_serving = lost_serving || s == serving };
 			if
 			:: inbox ! LOST, s
 			:: svc_done -> skip           /* send: the service has ended */
 			fi;
+			g_reporting[s] = false;       /* reporting.Done */
 			break
 		:: g_done[s] -> break
 		od
@@ -295,7 +301,8 @@ proctype Stopper(byte s; bool tell)
 {
 	{
 		atomic { stdin_closed[W(s, 0)] = true; stdin_closed[W(s, 1)] = true };
-		atomic { nended[s] == nspawned[s] -> g_done[s] = true };
+		/* reporting.Wait: a loss taken before the stop is sent first */
+		atomic { nended[s] == nspawned[s] && !g_reporting[s] -> g_done[s] = true };
 		if
 		:: tell -> inbox ! STOPPED, s
 		:: else -> skip
@@ -519,4 +526,4 @@ ltl orphans_end { [] (parent_dead -> <> ALL_ENDED) }
 /* R7: a worker lost while its generation served ends the service with an
  * error (exit 1), reload or not: the loss is never dropped, even when
  * its report reaches the Owner after a promotion retired its generation. */
-ltl lost_ends { [] (lost_heard -> <> ((svc_done && svc_err) || parent_dead)) }
+ltl lost_ends { [] (lost_serving -> <> ((svc_done && svc_err) || parent_dead)) }
