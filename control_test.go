@@ -13,44 +13,40 @@ import (
 )
 
 func TestProgramReloadsAndStopsThroughControl(t *testing.T) {
-	for _, workers := range []string{"1", "2"} {
-		t.Run("workers="+workers, func(t *testing.T) {
-			ns := newNotifySocket(t)
-			s, marks := startProbeServery(t, ns, "-workers", workers, "-parent-reloads", "2")
-			if code := s.wait(20 * time.Second); code != exitOK {
-				t.Fatalf("exit status %d; want %d after the program's own stop", code, exitOK)
+	inBothModes(t, func(t *testing.T, workers string) {
+		ns := newNotifySocket(t)
+		s, marks := startProbeServery(t, ns, "-workers", workers, "-parent-reloads", "2")
+		if code := s.wait(20 * time.Second); code != exitOK {
+			t.Fatalf("exit status %d; want %d after the program's own stop", code, exitOK)
+		}
+		for i := 1; i <= 2; i++ {
+			if got := readMark(t, marks, fmt.Sprintf("parent-reload-%d", i)); got != "ok" {
+				t.Errorf("Control.Reload #%d = %q; want ok", i, got)
 			}
-			for i := 1; i <= 2; i++ {
-				if got := readMark(t, marks, fmt.Sprintf("parent-reload-%d", i)); got != "ok" {
-					t.Errorf("Control.Reload #%d = %q; want ok", i, got)
-				}
+		}
+		logs := s.logs()
+		for _, want := range []string{`msg=reloaded generation=3`, `msg="stop requested" by=program`} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("log lacks %q:\n%s", want, logs)
 			}
-			logs := s.logs()
-			for _, want := range []string{`msg=reloaded generation=3`, `msg="stop requested" by=program`} {
-				if !strings.Contains(logs, want) {
-					t.Errorf("log lacks %q:\n%s", want, logs)
-				}
-			}
-			s.assertNoWorkersLeft()
-		})
-	}
+		}
+		s.assertNoWorkersLeft()
+	})
 }
 
 func TestControlReloadReportsWhyItFailed(t *testing.T) {
-	for _, workers := range []string{"1", "2"} {
-		t.Run("workers="+workers, func(t *testing.T) {
-			ns := newNotifySocket(t)
-			s, marks := startProbeServery(t, ns, "-workers", workers, "-parent-reloads", "1",
-				"-start-fault", "fail", "-fault-generation", "2")
-			if code := s.wait(20 * time.Second); code != exitOK {
-				t.Fatalf("exit status %d; want %d: a failed reload leaves the service serving", code, exitOK)
-			}
-			if got := readMark(t, marks, "parent-reload-1"); !strings.Contains(got, "no database") {
-				t.Errorf("Control.Reload = %q; want the App's start error", got)
-			}
-			s.assertNoWorkersLeft()
-		})
-	}
+	inBothModes(t, func(t *testing.T, workers string) {
+		ns := newNotifySocket(t)
+		s, marks := startProbeServery(t, ns, "-workers", workers, "-parent-reloads", "1",
+			"-start-fault", "fail", "-fault-generation", "2")
+		if code := s.wait(20 * time.Second); code != exitOK {
+			t.Fatalf("exit status %d; want %d: a failed reload leaves the service serving", code, exitOK)
+		}
+		if got := readMark(t, marks, "parent-reload-1"); !strings.Contains(got, "no database") {
+			t.Errorf("Control.Reload = %q; want the App's start error", got)
+		}
+		s.assertNoWorkersLeft()
+	})
 }
 
 // readMark returns the text of the probe's marker file name, or "".

@@ -148,28 +148,23 @@ func TestSignalDuringARollbackAfterCommitWithAFailedAppStopExitsOne(t *testing.T
 }
 
 func TestAppStopFailureOfAReplacedGenerationFailsTheExit(t *testing.T) {
-	for _, workers := range []string{"1", "2"} {
-		t.Run("workers="+workers, func(t *testing.T) {
-			if workers != "1" {
-				skipWithoutWorkers(t)
-			}
-			ns := newNotifySocket(t)
-			s, _ := startProbeServery(t, ns, "-workers", workers, "-stop-fault", "fail", "-stop-fault-generation", "1")
-			s.signal(syscall.SIGHUP)
-			waitLog(t, s, `msg="retired generation ended with error" generation=1`)
-			s.signal(syscall.SIGTERM)
-			if code := s.wait(10 * time.Second); code != exitFailure {
-				t.Errorf("exit status %d; want %d: the replaced generation's App stop failed", code, exitFailure)
-			}
-			status := false
-			for _, d := range ns.until(s) {
-				status = status || strings.Contains(d, "retired generation 1 failed")
-			}
-			if !status {
-				t.Error("no STATUS= told the service manager that the retired generation failed")
-			}
-		})
-	}
+	inBothModes(t, func(t *testing.T, workers string) {
+		ns := newNotifySocket(t)
+		s, _ := startProbeServery(t, ns, "-workers", workers, "-stop-fault", "fail", "-stop-fault-generation", "1")
+		s.signal(syscall.SIGHUP)
+		waitLog(t, s, `msg="retired generation ended with error" generation=1`)
+		s.signal(syscall.SIGTERM)
+		if code := s.wait(10 * time.Second); code != exitFailure {
+			t.Errorf("exit status %d; want %d: the replaced generation's App stop failed", code, exitFailure)
+		}
+		status := false
+		for _, d := range ns.until(s) {
+			status = status || strings.Contains(d, "retired generation 1 failed")
+		}
+		if !status {
+			t.Error("no STATUS= told the service manager that the retired generation failed")
+		}
+	})
 }
 
 func TestServingWorkerLostAsAPromotionSlipsInEndsTheService(t *testing.T) {
@@ -228,33 +223,28 @@ func TestTicketKeyRotationLineNamesTheGeneration(t *testing.T) {
 }
 
 func TestNotificationsStayOneAssignmentPerLine(t *testing.T) {
-	for _, workers := range []string{"1", "2"} {
-		t.Run("workers="+workers, func(t *testing.T) {
-			if workers != "1" {
-				skipWithoutWorkers(t)
-			}
-			ns := newNotifySocket(t)
-			// The reload fails with an error of two lines (errors.Join).
-			s, _ := startProbeServery(t, ns, "-workers", workers, "-start-fault", "fail-lines", "-fault-generation", "2")
-			s.signal(syscall.SIGHUP)
-			waitLog(t, s, `msg="reload failed, still serving"`)
-			s.signal(syscall.SIGTERM)
-			s.wait(10 * time.Second)
-			assignment := regexp.MustCompile(`^(READY|RELOADING|STOPPING|STATUS|MONOTONIC_USEC)=`)
-			sawStatus := false
-			for _, d := range ns.until(s) {
-				for _, line := range strings.Split(strings.TrimSuffix(d, "\n"), "\n") {
-					if !assignment.MatchString(line) {
-						t.Errorf("notification %q has a line %q that is no assignment", d, line)
-					}
-					sawStatus = sawStatus || strings.Contains(line, "no database") && strings.Contains(line, "no cache")
+	inBothModes(t, func(t *testing.T, workers string) {
+		ns := newNotifySocket(t)
+		// The reload fails with an error of two lines (errors.Join).
+		s, _ := startProbeServery(t, ns, "-workers", workers, "-start-fault", "fail-lines", "-fault-generation", "2")
+		s.signal(syscall.SIGHUP)
+		waitLog(t, s, `msg="reload failed, still serving"`)
+		s.signal(syscall.SIGTERM)
+		s.wait(10 * time.Second)
+		assignment := regexp.MustCompile(`^(READY|RELOADING|STOPPING|STATUS|MONOTONIC_USEC)=`)
+		sawStatus := false
+		for _, d := range ns.until(s) {
+			for _, line := range strings.Split(strings.TrimSuffix(d, "\n"), "\n") {
+				if !assignment.MatchString(line) {
+					t.Errorf("notification %q has a line %q that is no assignment", d, line)
 				}
+				sawStatus = sawStatus || strings.Contains(line, "no database") && strings.Contains(line, "no cache")
 			}
-			if !sawStatus {
-				t.Error("no STATUS= carried both lines of the reload's error")
-			}
-		})
-	}
+		}
+		if !sawStatus {
+			t.Error("no STATUS= carried both lines of the reload's error")
+		}
+	})
 }
 
 // heldStart is a generation whose Start, once it has succeeded, waits
@@ -350,4 +340,17 @@ func TestReloadRolledBackWithAFailedAppStopFailsTheExit(t *testing.T) {
 		t.Errorf("exit status %d; want %d: the rolled-back generation's App stop failed", code, exitFailure)
 	}
 	s.assertNoWorkersLeft()
+}
+
+// inBothModes runs test as a subtest in direct mode (-workers 1) and with
+// two workers, where workers can be started.
+func inBothModes(t *testing.T, test func(t *testing.T, workers string)) {
+	for _, workers := range []string{"1", "2"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			if workers != "1" {
+				skipWithoutWorkers(t)
+			}
+			test(t, workers)
+		})
+	}
 }
