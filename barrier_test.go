@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -18,23 +19,28 @@ import (
 )
 
 func TestDecodeMessageRejectsBadLines(t *testing.T) {
-	for name, line := range map[string]string{
-		"not json":           `hello`,
-		"unknown type":       `{"type":"reboot"}`,
-		"unknown field":      `{"type":"ready","extra":1}`,
-		"trailing data":      `{"type":"ready"} {"type":"ready"}`,
-		"trailing bracket":   `{"type":"ready"}]`,
-		"trailing brace":     `{"type":"ready"}}`,
-		"config old version": `{"type":"config","version":99,"config":{"index":0}}`,
-		"config without":     `{"type":"config","version":1}`,
-		"prepared no pid":    `{"type":"prepared"}`,
-		"failed no reason":   `{"type":"failed"}`,
-		"done no stats":      `{"type":"done"}`,
-		"empty":              ``,
+	for name, tc := range map[string]struct {
+		line string
+		want string // in the error; "": any error
+	}{
+		"not json":           {`hello`, "malformed"},
+		"unknown type":       {`{"type":"reboot"}`, "unknown message type"},
+		"unknown field":      {`{"type":"ready","extra":1}`, "malformed"},
+		"trailing data":      {`{"type":"ready"} {"type":"ready"}`, "trailing data"},
+		"trailing bracket":   {`{"type":"ready"}]`, "trailing data"},
+		"trailing brace":     {`{"type":"ready"}}`, "trailing data"},
+		"config old version": {`{"type":"config","version":99,"config":{"index":0}}`, "protocol version 99"},
+		// The current version, so it is the missing config that is refused.
+		"config without":   {fmt.Sprintf(`{"type":"config","version":%d}`, protocolVersion), "without config"},
+		"prepared no pid":  {`{"type":"prepared"}`, "without pid"},
+		"failed no reason": {`{"type":"failed"}`, "without reason"},
+		"done no stats":    {`{"type":"done"}`, "without stats"},
+		"empty":            {``, "malformed"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if m, err := decodeMessage([]byte(line)); err == nil {
-				t.Errorf("decodeMessage(%q) = %+v, nil; want an error", line, m)
+			m, err := decodeMessage([]byte(tc.line))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("decodeMessage(%q) = %+v, %v; want an error saying %q", tc.line, m, err, tc.want)
 			}
 		})
 	}

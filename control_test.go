@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,5 +95,17 @@ func TestVersionSaysWhenTheBuildHasNoRevision(t *testing.T) {
 	got := versionLine("servery", bi)
 	if !strings.Contains(got, "revision unknown") || !strings.Contains(got, "go1.26.8") {
 		t.Errorf("versionLine = %q; want the missing revision said, and the Go release", got)
+	}
+}
+
+func TestProgramFlagNamedLikeServerysOwnIsAUsageError(t *testing.T) {
+	fs := flag.NewFlagSet("hello", flag.ContinueOnError)
+	fs.String("addr", "", "the program's own -addr")
+	app := App{Start: func(context.Context, Worker) (http.Handler, error) { return http.NotFoundHandler(), nil }}
+	var stdout, stderr bytes.Buffer
+	code := run(nil, &stdout, &stderr, fs, app)
+	msg := stderr.String()
+	if code != exitUsage || !strings.Contains(msg, "the program defines flag -addr, which is servery's own") || strings.Count(msg, "\n") != 1 {
+		t.Errorf("run with a program flag -addr = %d, stderr %q; want %d and one line naming the flag", code, msg, exitUsage)
 	}
 }
