@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,21 +33,11 @@ func startDrainServer(t *testing.T, h http.Handler, edit ...func(*runtimeConfig)
 	for _, e := range edit {
 		e(&cfg)
 	}
-	srv, err := newServer(cfg, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.serve(ln)
-	t.Cleanup(func() {
-		hurry, cancel := context.WithCancel(context.Background())
-		cancel()
-		srv.drain(hurry)
-	})
-	return srv, ln.Addr().String()
+	return serveHandler(t, ln, h, cfg), ln.Addr().String()
 }
 
 // beginDrain starts srv's drain and returns once it has begun; the drain's

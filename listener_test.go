@@ -151,7 +151,15 @@ func serveRuntime(t *testing.T, ln net.Listener, dir string, cfg runtimeConfig) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { static.Close() })
-	srv, err := newServer(cfg, static, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	serveHandler(t, ln, static, cfg)
+	return ln.Addr().String()
+}
+
+// serveHandler serves h on ln with a runtime built for cfg, as the direct
+// mode and a worker do, until the test's cleanup drains it without delay.
+func serveHandler(t *testing.T, ln net.Listener, h http.Handler, cfg runtimeConfig) *server {
+	t.Helper()
+	srv, err := newServer(cfg, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +169,7 @@ func serveRuntime(t *testing.T, ln net.Listener, dir string, cfg runtimeConfig) 
 		cancel()
 		srv.drain(hurry)
 	})
-	return ln.Addr().String()
+	return srv
 }
 
 func TestStalledReaderIsCutOffAndFreesItsSlot(t *testing.T) {
