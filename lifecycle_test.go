@@ -354,3 +354,43 @@ func inBothModes(t *testing.T, test func(t *testing.T, workers string)) {
 		})
 	}
 }
+
+func TestReloadWaitsForARetiringGenerationSoAtMostTwoLive(t *testing.T) {
+	// Generation 1 retires with a slow request still in flight; a second
+	// reload asked for meanwhile must wait until generation 1 is gone.
+	t.Setenv(appEnv, "probe")
+	marks := t.TempDir()
+	h := newServiceHarness(t, 2, nil, func(c *supervisorConfig) {
+		c.Args = []string{"-marks", marks, "-slow", "1500ms"}
+		c.DrainTimeout, c.ForceTimeout = 5*time.Second, 8*time.Second
+		c.Runtime.DrainTimeout = c.DrainTimeout
+	})
+	if err := h.svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	go get(h.addr, "/slow")
+	waitMark(t, marks, "slow-begun-")
+	if err := h.svc.Reload(context.Background()); err != nil {
+		t.Fatalf("first Reload = %v", err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- h.svc.Reload(context.Background()) }()
+	most := 0
+	for done := false; !done; {
+		select {
+		case err := <-second:
+			if err != nil {
+				t.Fatalf("second Reload = %v", err)
+			}
+			done = true
+		case <-time.After(5 * time.Millisecond):
+		}
+		most = max(most, h.liveGenerations())
+	}
+	if most > 2 {
+		t.Errorf("%d generations had live workers at once; want at most 2", most)
+	}
+	if !strings.Contains(h.readLogs(), `msg="reload waits for the retiring generation" generation=1`) {
+		t.Errorf("the second reload did not wait for generation 1:\n%s", h.readLogs())
+	}
+}

@@ -447,6 +447,13 @@ m_rollback-reload-app-stop() {
 			l.retired = errors.Join(l.retired, fmt.Errorf("generation %d: %w", ev.gen.number(), ev.err))' ''
 }
 
+mutant reload-wait "at most two generations are live: a reload waits for a retiring one" \
+	"a reload begins while a generation still stops" \
+	"TestReloadWaitsForARetiringGenerationSoAtMostTwoLive"
+m_reload-wait() {
+	edit lifecycle.go '	if !l.reload || l.ending || l.starting != nil || len(l.stopping) > 0 {' '	if !l.reload || l.ending || l.starting != nil {'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
