@@ -64,10 +64,10 @@ type Supervisor struct {
 	readTLS func() (*tlsIdentity, error)
 
 	startedAt time.Time
-	committed bool // commit was sent to some worker; owned by Start
-	rollback  bool // Start failed and rolls the generation back; set before the stop begins
-	procs     []*workerProc
-	events    chan event // from every worker's reader, in arrival order
+	committed bool          // commit was sent to some worker; owned by Start
+	rollback  bool          // Start failed and rolls the generation back; set before the stop begins
+	procs     []*workerProc // appended by Start under mu (for pids); fixed once Start returns
+	events    chan event    // from every worker's reader, in arrival order
 	readers   sync.WaitGroup
 
 	mu        sync.Mutex
@@ -271,8 +271,11 @@ func (s *Supervisor) isStopping() bool {
 	return s.stopping
 }
 
-// pids returns the workers' process ids, in index order.
+// pids returns the workers' process ids, in index order: those spawned so
+// far while Start runs. It is safe to call at any time.
 func (s *Supervisor) pids() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	pids := make([]int, len(s.procs))
 	for i, p := range s.procs {
 		pids[i] = p.pid
@@ -295,7 +298,9 @@ func (s *Supervisor) spawnAll() error {
 		if err != nil {
 			return err
 		}
+		s.mu.Lock() // for pids; everything else reads procs after Start
 		s.procs = append(s.procs, p)
+		s.mu.Unlock()
 	}
 	return nil
 }
