@@ -342,15 +342,7 @@ func TestDrainEndsOnlyAfterEveryHandlerReturned(t *testing.T) {
 			<-started
 			leave()
 			<-left
-			drained := make(chan error, 1)
-			go func() { drained <- srv.drain(context.Background()) }()
-			select {
-			case err := <-drained:
-				// Here the worker, or the direct mode, would run the App's
-				// stop.
-				t.Fatalf("drain returned (%v) while a handler whose client left still ran; the App's stop would run under it", err)
-			case <-time.After(tc.outlive):
-			}
+			drained := drainHeldFor(t, srv, tc.outlive, "a handler whose client left")
 			closeOnce(release)
 			if err := <-drained; err != nil || !returned.Load() || proto.Load() != tc.proto {
 				t.Errorf("drain over HTTP/%d = %v, handler returned %v; want HTTP/%d, nil, true", proto.Load(), err, returned.Load(), tc.proto)
@@ -463,17 +455,26 @@ func TestDrainWaitsForAHandlerThatHijackedItsConnection(t *testing.T) {
 	defer c.Close()
 	c.send("/")
 	<-started
-	drained := make(chan error, 1)
-	go func() { drained <- srv.drain(context.Background()) }()
-	select {
-	case err := <-drained:
-		t.Fatalf("drain returned (%v) while a handler that hijacked its connection still ran; the App's stop would run under it", err)
-	case <-time.After(700 * time.Millisecond):
-	}
+	drained := drainHeldFor(t, srv, 700*time.Millisecond, "a handler that hijacked its connection")
 	closeOnce(release)
 	if err := <-drained; err != nil || !returned.Load() {
 		t.Errorf("drain = %v, handler returned %v; want nil, true", err, returned.Load())
 	}
+}
+
+// drainHeldFor begins srv's drain and fails the test if it returns within
+// hold, while the handler (what) still runs: the worker, or the direct
+// mode, would run the App's stop under it. It returns the drain's result.
+func drainHeldFor(t *testing.T, srv *server, hold time.Duration, what string) <-chan error {
+	t.Helper()
+	drained := make(chan error, 1)
+	go func() { drained <- srv.drain(context.Background()) }()
+	select {
+	case err := <-drained:
+		t.Fatalf("drain returned (%v) while %s still ran; the App's stop would run under it", err, what)
+	case <-time.After(hold):
+	}
+	return drained
 }
 
 // closeOnce closes ch unless it is closed already.
