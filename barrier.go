@@ -7,8 +7,12 @@ package main
 // config message, then, once every worker is prepared, one commit, and
 // after it only rotated ticket keys; closing stdin is the drain signal.
 // The worker writes to its stdout: starting (its App's start step runs),
-// prepared, ready, failed (with a reason) and, after a drain, done (with
-// its counters). Logs go to stderr and never mix with the protocol.
+// prepared, ready, failed (with a reason), recycle (once, at its
+// -max-requests or -max-worker-age) and, after a drain, done (with its
+// counters). Logs go to stderr and never mix with the protocol.
+//
+// A worker that replaces a lost or recycled one in its slot goes through
+// the same barrier alone: config, prepared, commit, ready.
 
 import (
 	"bufio"
@@ -26,7 +30,7 @@ import (
 // protocolVersion is carried in workerEnv and in the config message, so a
 // worker started from a different build refuses to run instead of
 // misreading the parent.
-const protocolVersion = 3
+const protocolVersion = 4
 
 // workerEnv selects worker mode when set, with the protocol version as its
 // value. An environment variable rather than a flag keeps worker mode out
@@ -45,6 +49,7 @@ const (
 	msgCommit   = "commit"   // parent → worker: every worker is prepared, start accepting
 	msgReady    = "ready"    // worker → parent: accepting
 	msgFailed   = "failed"   // worker → parent: cannot continue, with a reason
+	msgRecycle  = "recycle"  // worker → parent: at its limit, replace me (serving on meanwhile), with a reason
 	msgDone     = "done"     // worker → parent: drained, with counters, about to exit
 
 	// After commit, the one message the parent may send a serving worker.
@@ -57,7 +62,7 @@ type message struct {
 	Version int           `json:"version,omitempty"` // config
 	Config  *workerConfig `json:"config,omitempty"`  // config
 	PID     int           `json:"pid,omitempty"`     // prepared
-	Reason  string        `json:"reason,omitempty"`  // failed
+	Reason  string        `json:"reason,omitempty"`  // failed, recycle, done
 	Stats   *workerStats  `json:"stats,omitempty"`   // done
 	Keys    [][]byte      `json:"keys,omitempty"`    // ticket_keys
 }
@@ -70,6 +75,11 @@ type workerConfig struct {
 	Generation     int           `json:"generation"` // from 1
 	StartupTimeout time.Duration `json:"startup_timeout"`
 	ForceTimeout   time.Duration `json:"force_timeout"`
+	// The worker asks to be recycled after this many requests, or after
+	// serving this long; 0: never. The parent draws each worker's own,
+	// with jitter (recycleLimits).
+	RecycleRequests int64         `json:"recycle_requests,omitempty"`
+	RecycleAge      time.Duration `json:"recycle_age,omitempty"`
 	runtimeConfig
 }
 
@@ -111,9 +121,9 @@ func (m message) check() error {
 		if m.PID <= 0 {
 			return errors.New("prepared message without pid")
 		}
-	case msgFailed:
+	case msgFailed, msgRecycle:
 		if m.Reason == "" {
-			return errors.New("failed message without reason")
+			return fmt.Errorf("%s message without reason", m.Type)
 		}
 	case msgDone:
 		if m.Stats == nil {
@@ -209,36 +219,48 @@ func startupContext(ctx context.Context, timeout time.Duration) (context.Context
 	return context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w after %v", errStartupTimeout, timeout))
 }
 
-// barrier runs startup over the started workers: it sends each its
-// configuration, waits until every worker has reported prepared, sends
-// commit to all of them, and waits until every worker has reported ready. It blocks until that completes or until the
-// first worker fails, exits or misbehaves, the startup timeout passes or
-// ctx is cancelled; the caller then rolls the whole generation back.
+// barrier runs startup over procs, the started workers, whose events
+// arrive on events: it sends each its configuration, waits until every
+// worker has reported prepared, sends commit to all of them, and waits
+// until every worker has reported ready. It blocks until that completes
+// or until the first worker fails, exits or misbehaves, the startup
+// timeout passes or ctx is cancelled; the caller then rolls them all back.
+// committed says whether commit was sent, after which a worker may have
+// answered requests. Start runs it over the whole generation, replace over
+// one worker in its slot.
 //
 // No worker accepts before commit, and commit is sent only after the whole
 // prepared quorum, so an early worker cannot answer a request while a later
 // one can still fail to build its runtime.
-func (s *Supervisor) barrier(ctx context.Context) error {
+func (s *Supervisor) barrier(ctx context.Context, procs []*workerProc, events <-chan event, keys [][]byte) (committed bool, err error) {
 	ctx, cancel := startupContext(ctx, s.cfg.StartupTimeout)
 	defer cancel()
-	for _, p := range s.procs {
-		cfg := workerConfig{Index: p.index, Count: len(s.procs), Generation: s.cfg.Generation,
-			StartupTimeout: s.cfg.StartupTimeout, ForceTimeout: s.cfg.ForceTimeout, runtimeConfig: s.cfg.Runtime}
-		cfg.AcceptPace = acceptPace // workers share the socket: balance it
-		s.sendBy(ctx, p, message{Type: msgConfig, Version: protocolVersion, Config: &cfg})
+	began := time.Now()
+	for _, p := range procs {
+		s.sendBy(ctx, p, message{Type: msgConfig, Version: protocolVersion, Config: s.workerConfig(p.index, keys)})
 	}
-	if err := s.await(ctx, stagePrepared); err != nil {
-		return fmt.Errorf("prepare: %w", err)
+	if err := s.await(ctx, procs, events, stagePrepared, began); err != nil {
+		return false, fmt.Errorf("prepare: %w", err)
 	}
-	s.log.Info("committing", "workers", len(s.procs), "prepared_in", s.since())
-	s.committed = true
-	for _, p := range s.procs {
+	s.log.Info("committing", "workers", len(procs), "prepared_in", since(began))
+	for _, p := range procs {
 		s.sendBy(ctx, p, message{Type: msgCommit})
 	}
-	if err := s.await(ctx, stageReady); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	if err := s.await(ctx, procs, events, stageReady, began); err != nil {
+		return true, fmt.Errorf("commit: %w", err)
 	}
-	return nil
+	return true, nil
+}
+
+// workerConfig is the config message for the worker in slot index, with
+// the session ticket keys as they are now and its own recycling limits.
+func (s *Supervisor) workerConfig(index int, keys [][]byte) *workerConfig {
+	cfg := workerConfig{Index: index, Count: s.cfg.Workers, Generation: s.cfg.Generation,
+		StartupTimeout: s.cfg.StartupTimeout, ForceTimeout: s.cfg.ForceTimeout, runtimeConfig: s.cfg.Runtime}
+	cfg.TicketKeys = keys
+	cfg.AcceptPace = acceptPace // workers share the socket: balance it
+	cfg.RecycleRequests, cfg.RecycleAge = recycleLimits(s.cfg.MaxRequests, s.cfg.MaxAge)
+	return &cfg
 }
 
 // sendBy writes one message to a worker's stdin, giving up when ctx ends
@@ -256,14 +278,14 @@ func (s *Supervisor) sendBy(ctx context.Context, p *workerProc, m message) {
 	}
 }
 
-// await blocks until every worker has reached stage. Any other event, the
-// end of ctx or the startup timeout is returned as an error that names a
-// worker.
-func (s *Supervisor) await(ctx context.Context, want stage) error {
-	pending := len(s.procs)
+// await blocks until every worker of procs has reached stage. Any other
+// event, the end of ctx or the startup timeout is returned as an error
+// that names a worker.
+func (s *Supervisor) await(ctx context.Context, procs []*workerProc, events <-chan event, want stage, began time.Time) error {
+	pending := len(procs)
 	for pending > 0 {
 		select {
-		case ev := <-s.events:
+		case ev := <-events:
 			if ev.starting() {
 				ev.proc.startingAt = time.Now()
 				continue
@@ -272,9 +294,9 @@ func (s *Supervisor) await(ctx context.Context, want stage) error {
 				return err
 			}
 			pending--
-			s.log.Info(want.String(), "worker", ev.proc.index, "pid", ev.proc.pid, "after", s.since())
+			s.log.Info(want.String(), "worker", ev.proc.index, "pid", ev.proc.pid, "after", since(began))
 		case <-ctx.Done():
-			return s.stalled(want, context.Cause(ctx))
+			return stalled(procs, want, context.Cause(ctx))
 		}
 	}
 	return nil
@@ -283,10 +305,10 @@ func (s *Supervisor) await(ctx context.Context, want stage) error {
 // stalled builds the error for a barrier that ctx ended: it names the
 // first worker that had not reached want and what it was doing, and the
 // others that had not, each with what it was doing, all on one line.
-func (s *Supervisor) stalled(want stage, cause error) error {
+func stalled(procs []*workerProc, want stage, cause error) error {
 	var first *workerError
 	var others []string
-	for _, p := range s.procs {
+	for _, p := range procs {
 		if p.stage >= want {
 			continue
 		}
@@ -370,7 +392,7 @@ func (st stage) message() string {
 	return [...]string{"", msgPrepared, msgReady}[st]
 }
 
-// since is the time elapsed since the generation started, rounded for logs.
-func (s *Supervisor) since() time.Duration {
-	return time.Since(s.startedAt).Round(100 * time.Microsecond)
+// since is the time elapsed since t, rounded for logs.
+func since(t time.Time) time.Duration {
+	return time.Since(t).Round(100 * time.Microsecond)
 }

@@ -181,6 +181,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 		return exitFailure
 	}
 	svc := newService(ln, log, cfg.Workers, build)
+	svc.heal = cfg.heal()
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
 	svc.serving = func(n int) { fe.generation.Store(int64(n)) }
@@ -218,7 +219,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 // generations returns what builds each generation for the Service:
 // direct mode's handler with -workers 1, around the one server it builds
 // here, or worker processes.
-func generations(cfg *config, app App, ln net.Listener, log *slog.Logger) (func(int, [][]byte, func(error)) generation, error) {
+func generations(cfg *config, app App, ln net.Listener, log *slog.Logger) (buildFunc, error) {
 	if cfg.Workers > 1 {
 		return workerGenerations(cfg.supervisor(), ln, log, cfg.reloadTLS), nil
 	}

@@ -29,6 +29,12 @@ type config struct {
 	Args           []string    // the command line, which every worker parses again
 	TicketKeys     *ticketKeys // with TLS: the keyring shared by every worker
 	Version        bool        // -version: print the build and exit
+	// What a lost worker means, and when a worker is recycled (heal.go).
+	MaxRestarts   int
+	RestartWindow time.Duration
+	MaxRequests   int64
+	MaxWorkerAge  time.Duration
+	healSet       []string // those of these flags the command line gave
 }
 
 // usageError is a configuration problem, named by its flag.
@@ -80,7 +86,13 @@ func parseFlags(args []string, out io.Writer, appFlags *flag.FlagSet) (*config, 
 		}
 		return nil, err
 	}
-	fs.Visit(func(f *flag.Flag) { cfg.AddrSet = cfg.AddrSet || f.Name == "addr" })
+	fs.Visit(func(f *flag.Flag) {
+		cfg.AddrSet = cfg.AddrSet || f.Name == "addr"
+		switch f.Name {
+		case "max-restarts", "restart-window", "max-requests", "max-worker-age":
+			cfg.healSet = append(cfg.healSet, f.Name)
+		}
+	})
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see -help)", fs.Arg(0))
 	}
@@ -141,6 +153,10 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "serve HTTPS with this private key `file` (PEM; needs -tls-cert)")
 	fs.BoolVar(&cfg.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with one self-signed identity generated at start, shared by every worker")
 	fs.StringVar(&rt.AccessLog, "access-log", "", "log requests: - for stderr, or a file `path` (a file only with -workers 1)")
+	fs.IntVar(&cfg.MaxRestarts, "max-restarts", defaultHeal.MaxRestarts, "a lost worker is replaced in its slot; past this many losses within -restart-window servery gives up (exit 1). 0: the first loss ends the service. Not in direct mode (-workers 1), which has no worker to replace: its service manager restarts it")
+	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultHeal.Window, "the window -max-restarts counts losses in")
+	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "recycle a worker after it answered this many requests, plus up to 10% jitter drawn per worker: its replacement starts first (-workers 2 or more); 0: never")
+	fs.DurationVar(&cfg.MaxWorkerAge, "max-worker-age", 0, "recycle a worker after it served this long, plus up to 10% jitter drawn per worker (-workers 2 or more); 0: never")
 	fs.BoolVar(&cfg.Version, "version", false, "print the module, its version, the VCS revision it was built from and the Go release, and exit")
 	var clash error
 	appFlags.VisitAll(func(f *flag.Flag) {
@@ -176,6 +192,7 @@ func (cfg *config) validate() error {
 		},
 		cfg.checkTLS,
 		cfg.checkAccessLog,
+		cfg.checkHeal,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -269,6 +286,31 @@ func (cfg *config) checkAccessLog() error {
 	return nil
 }
 
+// checkHeal checks the flags of healing and recycling, which only worker
+// processes have: direct mode's one process is the service itself.
+func (cfg *config) checkHeal() error {
+	switch {
+	case cfg.MaxRestarts < 0:
+		return bad("max-restarts", "must not be negative, got %d", cfg.MaxRestarts)
+	case cfg.RestartWindow <= 0:
+		return bad("restart-window", "must be positive, got %v", cfg.RestartWindow)
+	case cfg.MaxRequests < 0:
+		return bad("max-requests", "must not be negative, got %d", cfg.MaxRequests)
+	case cfg.MaxWorkerAge < 0:
+		return bad("max-worker-age", "must not be negative, got %v", cfg.MaxWorkerAge)
+	case cfg.Workers == 1 && len(cfg.healSet) > 0:
+		return bad(cfg.healSet[0], "direct mode (-workers 1) has no worker to replace or recycle: its service manager restarts the process; use -workers 2 or more")
+	}
+	return nil
+}
+
+// heal returns the policy for a lost worker that the flags ask for.
+func (cfg *config) heal() healPolicy {
+	p := defaultHeal
+	p.MaxRestarts, p.Window = cfg.MaxRestarts, cfg.RestartWindow
+	return p
+}
+
 // makeIdentity generates the self-signed identity when asked, once, in the
 // parent, so every worker presents the same certificate, and the session
 // ticket keyring, so every worker resumes the same sessions.
@@ -319,6 +361,8 @@ func (cfg *config) supervisor() supervisorConfig {
 		ForceTimeout:   cfg.ForceTimeout,
 		Runtime:        cfg.Runtime,
 		Args:           cfg.Args,
+		MaxRequests:    cfg.MaxRequests,
+		MaxAge:         cfg.MaxWorkerAge,
 	}
 }
 

@@ -49,8 +49,8 @@ func newDirectRuntime(cfg *config, app App, ln net.Listener, log *slog.Logger) (
 // generation returns direct mode's generation n, which reports the
 // server's failure through lost while it serves. The ticket keys are the
 // server's, installed by serve.
-func (rt *directRuntime) generation(n int, _ [][]byte, lost func(error)) generation {
-	d := &directGen{rt: rt, n: n, lost: lost, done: make(chan struct{})}
+func (rt *directRuntime) generation(n int, _ [][]byte, r reports) generation {
+	d := &directGen{rt: rt, n: n, lost: r.lost, done: make(chan struct{})}
 	d.hurry, d.cut = context.WithCancel(context.Background())
 	return d
 }
@@ -116,6 +116,12 @@ func (d *directGen) serve(seq uint64, keys [][]byte) {
 			rt.swap.current.Load().lost(err)
 		}
 	}()
+}
+
+// replace has nothing to do in direct mode: its one process is the
+// service, which the service manager restarts.
+func (d *directGen) replace(context.Context, int, bool) (replacement, error) {
+	return replacement{}, errors.New("direct mode has no worker to replace")
 }
 
 // beginStop begins the generation's stop in a goroutine of its own. The

@@ -353,11 +353,11 @@ func (s *Supervisor) escalate(began time.Time, drain time.Duration) error {
 		// A rollback before commit: no worker accepts, so there is nothing
 		// to drain, and terminating them all at once is the plan, not a
 		// worker outliving a deadline.
-		s.log.Info("terminating every worker: nothing to drain before commit", "workers", len(s.procs), "kill_after", force)
+		s.log.Info("terminating every worker: nothing to drain before commit", "workers", len(s.all), "kill_after", force)
 	} else {
-		s.log.Info("stop begun", "workers", len(s.procs), "terminate_after", drain, "kill_after", force)
+		s.log.Info("stop begun", "workers", len(s.all), "terminate_after", drain, "kill_after", force)
 	}
-	for _, p := range s.procs {
+	for _, p := range s.all {
 		p.stdin.Close() // EOF is the drain signal
 	}
 	stages := []struct {
@@ -393,7 +393,7 @@ const finalGrace = time.Second
 func (s *Supervisor) waitReaped(deadline time.Time, hurry <-chan struct{}) bool {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	for _, p := range s.procs {
+	for _, p := range s.all {
 		select {
 		case <-p.exited:
 		case <-timer.C:
@@ -424,7 +424,7 @@ func (s *Supervisor) signalSurvivors(sig os.Signal, action string, overdue bool)
 // survivors returns the workers not yet reaped.
 func (s *Supervisor) survivors() []*workerProc {
 	var alive []*workerProc
-	for _, p := range s.procs {
+	for _, p := range s.all {
 		select {
 		case <-p.exited:
 		default:
@@ -448,7 +448,7 @@ func (s *Supervisor) survivorsError() error {
 
 // logExits logs how each reaped worker exited.
 func (s *Supervisor) logExits() {
-	for _, p := range s.procs {
+	for _, p := range s.all {
 		s.log.Info("worker exited", "worker", p.index, "pid", p.pid, "status", exitStatus(p.status))
 	}
 }

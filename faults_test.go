@@ -29,6 +29,7 @@ const (
 	mainEnv       = "SERVERY_TEST_MAIN"       // run servery's main
 	grandchildEnv = "SERVERY_TEST_GRANDCHILD" // sleep, ignoring SIGTERM
 	gateEnv       = "SERVERY_TEST_GATE"       // a file: while it exists, the held-prepared fault holds its worker
+	startsEnv     = "SERVERY_TEST_STARTS"     // a file per slot, where its workers count their starts
 )
 
 func TestMain(m *testing.M) {
@@ -77,6 +78,15 @@ const (
 	// most), reading neither its stdin nor signals meanwhile; SIGTERM, as
 	// for any serving worker, ends its drain once it reads again.
 	faultHeldReady = "held-ready"
+	// Faults of the slot's later workers, its replacements; the first
+	// one is real. They count the slot's starts in startsEnv's file.
+	faultCrashLater       = "crash-later"        // from the 2nd start, exits 3 right after ready
+	faultCrashEverySecond = "crash-every-second" // on the 2nd, 4th... start, exits 3 right after ready
+	faultFailLater        = "fail-later"         // from the 2nd start, its App.Start fails
+	// faultBadAfterReady, on its first start, writes a line that is not
+	// the protocol right after ready and then ignores SIGTERM and the
+	// stdin EOF: a worker lost while it still runs, until SIGKILL.
+	faultBadAfterReady = "bad-after-ready"
 )
 
 // testWorker runs one worker process with fault injected; "" is the real
@@ -90,6 +100,8 @@ func testWorker(fault string) int {
 		return workerEntry(os.Getenv(workerEnv), os.Args[1:], fs, testApp(fs))
 	case faultFail, faultExit, faultGarbage, faultHang:
 		return brokenWorker(fault)
+	case faultCrashLater, faultCrashEverySecond, faultFailLater, faultBadAfterReady:
+		return laterWorker(fault, startNumber())
 	}
 	// The rest run the real worker through a changed workerIO. Only they
 	// wrap fd 3 in a File: two Files for one descriptor would close it
@@ -168,6 +180,80 @@ func brokenWorker(fault string) int {
 		return 1
 	}
 	return 3 // faultExit
+}
+
+// laterWorker is a slot's start number n with one of the faults of later
+// workers.
+func laterWorker(fault string, n int) int {
+	crash := fault == faultCrashLater && n > 1 || fault == faultCrashEverySecond && n%2 == 0
+	if fault == faultFailLater && n > 1 {
+		return brokenWorker(faultFail)
+	}
+	wio := realWorkerIO(slog.New(slog.NewTextHandler(os.Stderr, nil)).With("fault", fault, "start", n))
+	if crash {
+		wio.out = exitAfter{w: os.Stdout, match: `"ready"`}
+	}
+	if fault == faultBadAfterReady && n == 1 {
+		wio.out = badAfter{w: os.Stdout, match: `"ready"`}
+		signal.Ignore(syscall.SIGTERM)
+		wio.term = nil
+		wio.in = endless{os.Stdin}
+	}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	app := testApp(fs)
+	if _, err := parseFlags(os.Args[1:], io.Discard, fs); err != nil {
+		return 1
+	}
+	return runWorker(wio, app)
+}
+
+// startNumber counts this start in the slot's file and returns its
+// number, from 1. A slot starts one worker at a time, so no lock is
+// needed.
+func startNumber() int {
+	f, err := os.OpenFile(os.Getenv(startsEnv), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	f.Write([]byte{'.'})
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return int(st.Size())
+}
+
+// exitAfter passes writes on and exits 3 right after the one that
+// contains match: a worker that crashes the moment it is ready.
+type exitAfter struct {
+	w     io.Writer
+	match string
+}
+
+func (e exitAfter) Write(b []byte) (int, error) {
+	n, err := e.w.Write(b)
+	if bytes.Contains(b, []byte(e.match)) {
+		os.Exit(3)
+	}
+	return n, err
+}
+
+// badAfter passes writes on and, a second after the one that contains
+// match, writes a line that is not the protocol.
+type badAfter struct {
+	w     io.Writer
+	match string
+}
+
+func (b badAfter) Write(p []byte) (int, error) {
+	n, err := b.w.Write(p)
+	if bytes.Contains(p, []byte(b.match)) {
+		// Once the whole generation is surely ready: a bad line in the
+		// barrier fails the start instead.
+		time.AfterFunc(time.Second, func() { b.w.Write([]byte("this is not the protocol\n")) })
+	}
+	return n, err
 }
 
 // realWorkerIO is what workerMain would use.

@@ -9,7 +9,9 @@ package main
 // one at a time, in the order they arrive, and starts the blocking work a
 // decision needs (a generation's start, its stop, pipe writes) in
 // goroutines of its own, which report back with another event. No lock
-// guards this state, and run blocks on nothing but its next event.
+// guards this state, and run blocks on nothing but its next event. What
+// it does when a serving worker is lost, or asks to be recycled, is in
+// heal.go.
 //
 // It is the shape of the HTTP/2 server's serverConn.serve in net/http,
 // gunicorn's Arbiter.run and nginx's master process cycle. A generation's
@@ -50,6 +52,10 @@ type generation interface {
 	// for a second, so run calls it in a goroutine. Keys whose seq is not
 	// above the last sent are stale and dropped.
 	sendTicketKeys(seq uint64, keys [][]byte)
+	// replace starts a new worker in slot, through a barrier of its own,
+	// and blocks until it serves in place of the old one, which a recycle
+	// then retires, or until it failed and is gone (slot.go).
+	replace(ctx context.Context, slot int, recycle bool) (replacement, error)
 	number() int
 	pids() []int
 }
@@ -105,6 +111,8 @@ type life struct {
 	queued   []chan error // reloads asked for while one ran or a generation retired
 	reload   bool         // one more reload is due (queued may hold only SIGHUP's nil)
 	keySeq   uint64
+	heal     *healing    // the serving generation's slots (heal.go)
+	losses   []time.Time // workers lost within the policy's window, for its budget
 }
 
 // startingGen is a generation in its Start, and who waits for it.
@@ -142,6 +150,12 @@ func (v *Service) run() {
 			}
 		case evState:
 			ev.reply <- l.state()
+		case evRespawn:
+			v.onRespawn(l, ev)
+		case evRecycle:
+			v.onRecycle(l, ev)
+		case evReplaced:
+			v.onReplaced(l, ev)
 		}
 	}
 	v.ln.Close()
@@ -210,7 +224,10 @@ func (v *Service) begin(l *life, ctx context.Context, replies []chan error) {
 		keys = v.keys.current()
 	}
 	var gen generation
-	gen = v.build(l.numbered, keys, func(err error) { v.send(evLost{gen, err}) })
+	gen = v.build(l.numbered, keys, reports{
+		lost:    func(err error) { v.send(evLost{gen, err}) },
+		recycle: func(slot int, why string) { v.send(evRecycle{gen, slot, why}) },
+	})
 	ctx, cancel := context.WithCancel(ctx)
 	l.starting = &startingGen{gen: gen, cancel: cancel, replies: replies}
 	if l.hurried {
@@ -259,6 +276,7 @@ func (v *Service) onStarted(l *life, ev evStarted) {
 		reply(r, err)
 	}
 	v.next(l)
+	v.nextRecycle(l) // a recycle may have waited for this reload
 }
 
 // promote makes gen the serving generation and retires the one it
@@ -272,6 +290,10 @@ func (v *Service) promote(l *life, gen generation) {
 	}
 	gen.serve(l.keySeq, keys)
 	v.serving(gen.number())
+	if l.heal != nil {
+		l.heal.end() // a reload cancels the respawns and recycles of the one it replaces
+	}
+	l.heal = newHealing(gen)
 	if old == nil {
 		v.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", v.workers))
 		if v.keys != nil {
@@ -300,15 +322,21 @@ func (v *Service) reloadFailed(l *life, n int, err error) {
 // onLost decides what a lost worker means, by the role of its generation
 // when run learns of it. A generation reports a loss only before its
 // stop began, so one from the serving generation, or from the one a
-// promotion retired meanwhile, was lost while it served: the service
-// ends, with exit status 1. One from a generation still starting fails
-// that start when run sees it return.
+// promotion retired meanwhile, was lost while it served: the serving
+// generation replaces the worker in its slot (heal.go), and a retiring
+// one needs none. Under the fixed generation (-max-restarts 0), or in
+// direct mode, the service ends instead, with exit status 1. A loss in a
+// generation still starting fails that start when run sees it return.
 func (v *Service) onLost(l *life, ev evLost) {
 	switch {
 	case l.starting != nil && ev.gen == l.starting.gen:
 		if l.starting.lost == nil {
 			l.starting.lost = ev.err
 		}
+	case v.heals(l, ev):
+		v.onWorkerLost(l, ev)
+	case ev.gen == l.retiring && v.heal.MaxRestarts > 0:
+		v.log.Warn("worker lost by the retiring generation: not replaced", "generation", ev.gen.number(), "err", ev.err)
 	case ev.gen == l.serving || ev.gen == l.retiring:
 		v.log.Error("serving worker lost: ending the service", "generation", ev.gen.number(), "err", ev.err)
 		v.end(l, ev.err)
@@ -343,6 +371,9 @@ func (v *Service) end(l *life, lost error) {
 	v.ln.Close()
 	if l.starting != nil {
 		l.starting.cancel()
+	}
+	if l.heal != nil {
+		l.heal.end() // every backoff ends at once
 	}
 	if l.serving != nil {
 		v.stop(l, l.serving, cause)

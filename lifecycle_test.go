@@ -169,6 +169,7 @@ func TestAppStopFailureOfAReplacedGenerationFailsTheExit(t *testing.T) {
 
 func TestServingWorkerLostAsAPromotionSlipsInEndsTheService(t *testing.T) {
 	h := newServiceHarness(t, 2, nil)
+	h.svc.heal.MaxRestarts = 0 // the fixed generation
 	var lostPID atomic.Int64
 	// Generation 1 loses a worker as generation 2 starts, and its report
 	// is held until generation 2 has been promoted: the loss happened
@@ -290,8 +291,8 @@ func TestDirectGenerationReadyAsTheEndBeganStopsByTheForceDeadline(t *testing.T)
 		t.Fatal(err)
 	}
 	hold := make(chan struct{})
-	svc := newService(ln, log, 1, func(n int, keys [][]byte, lost func(error)) generation {
-		gen := rt.generation(n, keys, lost)
+	svc := newService(ln, log, 1, func(n int, keys [][]byte, r reports) generation {
+		gen := rt.generation(n, keys, r)
 		if n == 2 {
 			return &heldStart{generation: gen, hold: hold}
 		}

@@ -65,6 +65,12 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 		"fallback outside root":    {[]string{"-dir", dir, "-fallback", "../file.txt"}, "-fallback: ../file.txt is outside -dir"},
 		"fallback dotfile":         {[]string{"-dir", dir, "-fallback", ".env"}, "-fallback: .env is a dotfile"},
 		"fallback directory":       {[]string{"-dir", filepath.Dir(dir), "-fallback", filepath.Base(dir)}, "is not a regular file"},
+		"negative max restarts":    {[]string{"-dir", dir, "-workers", "2", "-max-restarts", "-1"}, "-max-restarts: must not be negative"},
+		"zero restart window":      {[]string{"-dir", dir, "-workers", "2", "-restart-window", "0s"}, "-restart-window: must be positive"},
+		"negative max requests":    {[]string{"-dir", dir, "-workers", "2", "-max-requests", "-1"}, "-max-requests: must not be negative"},
+		"negative max worker age":  {[]string{"-dir", dir, "-workers", "2", "-max-worker-age", "-1s"}, "-max-worker-age: must not be negative"},
+		"recycling in direct mode": {[]string{"-dir", dir, "-max-requests", "1000"}, "-max-requests: direct mode (-workers 1) has no worker to replace or recycle"},
+		"restarts in direct mode":  {[]string{"-dir", dir, "-workers", "1", "-max-restarts", "0"}, "-max-restarts: direct mode (-workers 1)"},
 		"unknown flag":             {[]string{"-dir", dir, "-bogus"}, "-bogus"},
 		"stray argument":           {[]string{"-dir", dir, "extra"}, `unexpected argument "extra"`},
 	} {
@@ -304,7 +310,7 @@ func TestSecondSignalSkipsTheDrain(t *testing.T) {
 
 func TestRealBinaryExitsOneWhenAWorkerIsLost(t *testing.T) {
 	skipWithoutWorkers(t)
-	s := startServery(t, "-dir", t.TempDir(), "-workers", "2")
+	s := startServery(t, "-dir", t.TempDir(), "-workers", "2", "-max-restarts", "0")
 	pids := s.workerPIDs()
 	if len(pids) != 2 {
 		t.Fatalf("logged worker pids %v; want 2", pids)

@@ -14,6 +14,12 @@ func kill(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
 // everything it started.
 func killGroup(pid int) { syscall.Kill(-pid, syscall.SIGKILL) }
 
+// pause stops a process (SIGSTOP): it accepts nothing until unpause.
+func pause(pid int) { syscall.Kill(pid, syscall.SIGSTOP) }
+
+// unpause continues a paused process.
+func unpause(pid int) { syscall.Kill(pid, syscall.SIGCONT) }
+
 // exists reports whether a process with this pid exists, zombies included.
 func exists(pid int) bool {
 	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)

@@ -18,6 +18,11 @@ func kill(pid int) {
 // killGroup ends the process: Windows has no process groups to signal.
 func killGroup(pid int) { kill(pid) }
 
+// pause and unpause have no Windows counterpart; the tests that use them
+// start workers, which do not run there.
+func pause(int)   {}
+func unpause(int) {}
+
 // exists reports whether a process with this pid can be found.
 func exists(pid int) bool {
 	p, err := os.FindProcess(pid)

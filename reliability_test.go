@@ -315,7 +315,7 @@ func TestParentSIGKILLDrainsWorkers(t *testing.T) {
 
 func TestWorkerKilledAfterReadyStopsGenerationCleanly(t *testing.T) {
 	skipWithoutWorkers(t)
-	s := startServery(t, "-dir", t.TempDir(), "-workers", "3", "-drain-timeout", "2s", "-force-timeout", "4s")
+	s := startServery(t, "-dir", t.TempDir(), "-workers", "3", "-drain-timeout", "2s", "-force-timeout", "4s", "-max-restarts", "0")
 	pids := s.workerPIDs()
 	if len(pids) != 3 {
 		t.Fatalf("logged worker pids %v; want 3", pids)

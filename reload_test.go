@@ -70,7 +70,11 @@ func (l *load) one(c *http.Client, url string) {
 		l.retried.Add(1) // the keep-alive race: closed before any response byte
 	}
 	if err != nil {
-		err = fmt.Errorf("%w (reused %v, idle %v, local %v)", err, info.Reused, info.WasIdle, info.Conn.LocalAddr())
+		local := "none" // refused: no connection
+		if info.Conn != nil {
+			local = info.Conn.LocalAddr().String()
+		}
+		err = fmt.Errorf("%w (reused %v, idle %v, local %s)", err, info.Reused, info.WasIdle, local)
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			l.refused.Add(1)
 		} else {
@@ -350,7 +354,7 @@ func TestStopDuringReloadLeavesNothing(t *testing.T) {
 	}
 	// Stop returned: nothing of either generation may be left, the new
 	// one's hung workers included.
-	for _, pid := range h.allPIDs() {
+	for _, pid := range h.startedPIDs() {
 		if !waitGone(pid, time.Second) {
 			t.Errorf("worker pid %d outlived the stop", pid)
 		}
@@ -373,6 +377,7 @@ func TestWorkerOfARetiringGenerationIsNotLost(t *testing.T) {
 		c.DrainTimeout, c.ForceTimeout = 5*time.Second, 8*time.Second
 		c.Runtime.DrainTimeout = c.DrainTimeout
 	})
+	h.svc.heal.MaxRestarts = 0 // the fixed generation: a serving worker's loss ends it
 	writeFile(t, h.dir, "big.bin", strings.Repeat("x", 32<<20))
 	if err := h.svc.Start(context.Background()); err != nil {
 		t.Fatal(err)

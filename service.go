@@ -26,10 +26,8 @@ type Service struct {
 	ln      net.Listener
 	log     *slog.Logger
 	workers int
-	// build makes generation n with the session ticket keys as they are
-	// now; it starts nothing. lost reports a worker the generation lost
-	// once ready, before its stop began.
-	build func(n int, keys [][]byte, lost func(error)) generation
+	build   buildFunc
+	heal    healPolicy // what a lost worker means; set before Start
 	// Set before Start, not changed after:
 	notify  func(states ...string) // sd_notify; defaults to nothing
 	serving func(n int)            // told each generation that begins to serve; defaults to nothing
@@ -44,8 +42,8 @@ type Service struct {
 // newService returns a Service whose generations build makes, serving ln
 // with workers workers each, and starts run, which returns once the
 // service has ended: by Stop, or a Start that failed.
-func newService(ln net.Listener, log *slog.Logger, workers int, build func(int, [][]byte, func(error)) generation) *Service {
-	v := &Service{ln: ln, log: log, workers: workers, build: build, notify: func(...string) {},
+func newService(ln net.Listener, log *slog.Logger, workers int, build buildFunc) *Service {
+	v := &Service{ln: ln, log: log, workers: workers, build: build, heal: defaultHeal, notify: func(...string) {},
 		serving: func(int) {}, inbox: make(chan any), done: make(chan struct{})}
 	go v.run()
 	return v
@@ -146,17 +144,29 @@ func (v *Service) rotateTicketKeys() {
 	}
 }
 
+// buildFunc makes generation n with the session ticket keys as they are
+// now; it starts nothing. Once the generation is ready, and until its
+// stop begins, it tells the Service through r what befalls its workers.
+type buildFunc func(n int, keys [][]byte, r reports) generation
+
+// reports is how a ready generation tells the lifecycle loop about its
+// workers.
+type reports struct {
+	lost    func(error)                // a worker was lost (a *workerError, for worker processes)
+	recycle func(slot int, why string) // the worker in slot asks to be recycled
+}
+
 // workerGenerations returns what builds each generation of worker
 // processes for the Service: a Supervisor for cfg with the generation's
-// number and ticket keys, which reports a lost worker to the Service, and
+// number and ticket keys, which reports its workers to the Service, and
 // which reads the TLS identity again with readTLS when it is a reload's.
-func workerGenerations(cfg supervisorConfig, ln net.Listener, log *slog.Logger, readTLS func() (*tlsIdentity, error)) func(int, [][]byte, func(error)) generation {
-	return func(n int, keys [][]byte, lost func(error)) generation {
+func workerGenerations(cfg supervisorConfig, ln net.Listener, log *slog.Logger, readTLS func() (*tlsIdentity, error)) buildFunc {
+	return func(n int, keys [][]byte, r reports) generation {
 		c := cfg
 		c.Generation = n
 		c.Runtime.TicketKeys = keys
 		gen := newSupervisor(c, ln, log)
-		gen.onLost = lost
+		gen.onLost, gen.onRecycle = r.lost, r.recycle
 		if n > 1 {
 			gen.readTLS = readTLS
 		}

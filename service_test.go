@@ -38,7 +38,7 @@ type serviceHarness struct {
 	// nil: the first generation's.
 	readTLS func() (*tlsIdentity, error)
 	// wrap, when set, wraps each generation as the Service sees it.
-	wrap func(gen *Supervisor, lost func(error)) generation
+	wrap func(gen *Supervisor, r reports) generation
 }
 
 func newServiceHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*supervisorConfig)) *serviceHarness {
@@ -52,14 +52,14 @@ func newServiceHarness(t *testing.T, workers int, faults map[int]string, edit ..
 // build makes generation n as workerGenerations does, with the harness's
 // test-binary workers and faults, and the Service's logger as it is now,
 // so a test can hook it.
-func (h *serviceHarness) build(n int, keys [][]byte, lost func(error)) generation {
+func (h *serviceHarness) build(n int, keys [][]byte, r reports) generation {
 	h.mu.Lock()
 	readTLS, wrap := h.readTLS, h.wrap
 	h.mu.Unlock()
-	sup := workerGenerations(h.sup.cfg, h.ln, h.svc.log, readTLS)(n, keys, lost).(*Supervisor)
+	sup := workerGenerations(h.sup.cfg, h.ln, h.svc.log, readTLS)(n, keys, r).(*Supervisor)
 	h.record(sup)
 	if wrap != nil {
-		return wrap(sup, lost)
+		return wrap(sup, r)
 	}
 	return sup
 }
@@ -72,10 +72,7 @@ func (h *serviceHarness) record(sup *Supervisor) {
 	h.mu.Lock()
 	if faults := h.later[cfg.Generation]; faults != nil {
 		sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
-			cmd := exec.Command(os.Args[0], args...)
-			cmd.Env = append(os.Environ(), faultEnv+"="+faults[i], pidFileEnv+"="+h.pidFile)
-			cmd.Stderr = h.logs
-			return cmd, nil
+			return h.worker(i, args, faults[i]), nil
 		}
 	}
 	h.gens = append(h.gens, sup)
@@ -97,20 +94,9 @@ func (h *serviceHarness) cleanupService() {
 	case <-time.After(cleanupBound):
 		h.t.Errorf("Service.Stop in cleanup did not return within %v; killing the workers", cleanupBound)
 	}
-	for _, pid := range h.allPIDs() {
+	for _, pid := range h.startedPIDs() {
 		killGroup(pid)
 	}
-}
-
-// allPIDs returns the worker pids of every generation started so far.
-func (h *serviceHarness) allPIDs() []int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var pids []int
-	for _, g := range h.gens {
-		pids = append(pids, g.pids()...)
-	}
-	return pids
 }
 
 // shareTicketKeys gives the service a ticket keyring, as runSupervised
@@ -326,6 +312,7 @@ func TestReadyIsNeverNotifiedAfterStopping(t *testing.T) {
 
 func TestServingWorkerLostAsAReloadBecomesReadyEndsTheService(t *testing.T) {
 	h := newServiceHarness(t, 2, nil)
+	h.svc.heal.MaxRestarts = 0 // the fixed generation
 	var armed atomic.Bool
 	var lostPID int
 	// The serving generation loses a worker in the instant between the
@@ -360,7 +347,7 @@ func TestServingWorkerLostAsAReloadBecomesReadyEndsTheService(t *testing.T) {
 	if err := h.svc.err; err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", lostPID)) {
 		t.Errorf("the service ended with %v; want the lost worker (pid %d) named", err, lostPID)
 	}
-	for _, pid := range h.allPIDs() {
+	for _, pid := range h.startedPIDs() {
 		if !waitGone(pid, time.Second) {
 			t.Errorf("worker pid %d of either generation outlived the end", pid)
 		}
@@ -389,13 +376,13 @@ func (g *lostBeforeServing) Start(ctx context.Context) error {
 
 func TestReloadFailsIfItsGenerationLostAWorkerBeforeServing(t *testing.T) {
 	h := newServiceHarness(t, 2, nil)
-	h.wrap = func(sup *Supervisor, lost func(error)) generation {
+	h.wrap = func(sup *Supervisor, r reports) generation {
 		if sup.cfg.Generation != 2 {
 			return sup
 		}
 		g := &lostBeforeServing{Supervisor: sup, reported: make(chan struct{}), then: h.svc.requestReload}
 		sup.onLost = func(err error) {
-			lost(err)
+			r.lost(err)
 			close(g.reported)
 		}
 		return g
@@ -436,7 +423,7 @@ func TestStartAfterStopIsACleanStop(t *testing.T) {
 	if err := h.svc.Start(context.Background()); !errors.Is(err, context.Canceled) {
 		t.Errorf("Start after Stop = %v; want it to wrap context.Canceled, which the front end takes as a clean stop", err)
 	}
-	if pids := h.allPIDs(); len(pids) != 0 {
+	if pids := h.startedPIDs(); len(pids) != 0 {
 		t.Errorf("Start after Stop started workers %v", pids)
 	}
 }

@@ -1,7 +1,8 @@
 package main
 
-// supervisor.go is the parent: it keeps the listener, starts one fixed
-// generation of worker processes, watches it, stops it and reaps it.
+// supervisor.go is the parent's side of one generation: it starts the
+// generation's worker processes, watches them, stops them and reaps them.
+// Replacing one worker in its slot is slot.go's.
 
 import (
 	"context"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,10 @@ type supervisorConfig struct {
 	ForceTimeout   time.Duration
 	Runtime        runtimeConfig
 	Args           []string // the command line every worker is started with
+	// Each worker asks to be recycled after about MaxRequests requests or
+	// MaxAge of serving (recycleLimits draws its own); 0: never.
+	MaxRequests int64
+	MaxAge      time.Duration
 }
 
 // procSeam is how the supervisor starts and signals processes. Tests swap
@@ -41,41 +47,55 @@ type procSeam struct {
 	signal func(p *workerProc, sig os.Signal) error
 }
 
-// Supervisor runs one fixed generation of workers sharing one listener.
+// Supervisor runs one generation of workers sharing one listener: one
+// worker per slot, numbered by Worker.Index.
 //
 // The Supervisor shares the listener it is given but never closes it: the
 // Service above it owns the listener, which outlives any one generation.
 // It owns the write end of each worker's stdin (the liveness pipe) and the
-// read end of each worker's stdout. It never restarts a worker, and it
-// does not decide what a lost one means: it reports the loss (onLost),
-// and whoever owns the generation decides.
+// read end of each worker's stdout. It does not decide what a lost worker
+// means, nor when a worker that asks to be recycled is: it reports both
+// (onLost, onRecycle), and whoever owns the generation decides, and may
+// then have it replace the worker in its slot (replace, slot.go).
 type Supervisor struct {
 	cfg  supervisorConfig
 	ln   net.Listener
 	log  *slog.Logger
 	seam procSeam
-	// onLost is called, from the monitor, with the first worker lost after
-	// ready, if the generation's stop had not begun when it was seen. The
-	// Service sends it to its lifecycle loop (evLost). By default the
-	// generation stops itself: the design record's fixed generation.
+	// onLost is called with each worker lost after ready (a
+	// *workerError), if the generation's stop had not begun when it was
+	// seen. The Service sends it to its lifecycle loop (evLost). By
+	// default the generation stops itself: the design record's fixed
+	// generation.
 	onLost func(error)
+	// onRecycle is called when the worker in slot asks to be recycled,
+	// with its reason; by default nothing is done.
+	onRecycle func(slot int, why string)
 	// readTLS, when set, reads the TLS identity again before Start spawns
 	// anything: a reload serves a renewed certificate. nil: cfg's.
 	readTLS func() (*tlsIdentity, error)
 
 	startedAt time.Time
-	committed bool          // commit was sent to some worker; owned by Start
-	rollback  bool          // Start failed and rolls the generation back; set before the stop begins
-	procs     []*workerProc // appended by Start under mu (for pids); fixed once Start returns
-	events    chan event    // from every worker's reader, in arrival order
+	rollback  bool       // Start failed and rolls the generation back; set before the stop begins
+	events    chan event // from the readers of Start's workers, in arrival order
 	readers   sync.WaitGroup
 
 	mu        sync.Mutex
+	procs     []*workerProc // the worker in each slot, by index: appended by Start, swapped by replace
+	all       []*workerProc // every worker spawned, replaced ones too; appended under spawnMu as well
 	startDone chan struct{} // closed when Start returns; nil until it is called
 	stopping  bool
-	reported  bool   // onLost was called
-	keySeq    uint64 // of the ticket keys sent last
-	cause     error  // why the generation stops: a failed start, a lost worker; nil if asked
+	cause     error // why the generation stops: a failed start, a lost worker; nil if asked
+
+	// spawnMu is held by replace across its check that the stop has not
+	// begun and its spawn, and taken once by the stop after it began, so
+	// the stop sees every worker there will ever be in all.
+	spawnMu sync.Mutex
+	// joins ends when the stop begins, and with it any replacement's
+	// barrier.
+	joins       context.Context
+	cancelJoins context.CancelFunc
+	replacing   sync.WaitGroup // replace calls running
 
 	// reporting holds the stop's end until a loss seen before it began
 	// has been reported, so whoever owns the generation learns of the
@@ -83,7 +103,10 @@ type Supervisor struct {
 	reporting sync.WaitGroup
 	// keyMu orders the ticket-key sends: held across their pipe writes,
 	// which mu never is, so a stop never waits for a slow worker's pipe.
-	keyMu sync.Mutex
+	// It guards keySeq and keys, the last sent, which a replacement gets.
+	keyMu  sync.Mutex
+	keySeq uint64
+	keys   [][]byte
 
 	stopOnce  sync.Once
 	hurryOnce sync.Once
@@ -103,8 +126,11 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 		events: make(chan event),
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
+		keys:   cfg.Runtime.TicketKeys,
 	}
+	s.joins, s.cancelJoins = context.WithCancel(context.Background())
 	s.onLost = func(err error) { s.stopWith(fmt.Errorf("generation lost %w", err), cfg.DrainTimeout) }
+	s.onRecycle = func(int, string) {}
 	return s
 }
 
@@ -144,15 +170,16 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	if err == nil {
 		err = s.spawnAll()
 	}
+	committed := false
 	if err == nil {
-		err = s.barrier(ctx)
+		committed, err = s.barrier(ctx, s.procs, s.events, s.keys)
 	}
 	if err != nil {
 		// Before commit no worker accepts, so there is nothing to drain.
 		// After it, committed workers may already be answering, and the
 		// rollback drains them as a stop does.
 		drain := time.Duration(0)
-		if s.committed {
+		if committed {
 			drain = s.cfg.DrainTimeout
 		}
 		s.log.Error("startup failed, rolling back", "err", err, "drain", drain)
@@ -162,7 +189,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		<-s.done
 		return s.err // the start error, and any survivor of the rollback
 	}
-	s.log.Info("generation ready", "workers", len(s.procs), "ready_in", s.since())
+	s.log.Info("generation ready", "workers", len(s.procs), "ready_in", since(s.startedAt))
 	go s.monitor()
 	return nil
 }
@@ -239,36 +266,47 @@ func (s *Supervisor) beginStop(cause error) { s.stopWith(cause, s.cfg.DrainTimeo
 // number is the generation's number.
 func (s *Supervisor) number() int { return s.cfg.Generation }
 
-// sendTicketKeys sends rotated session ticket keys to every worker of the
-// ready generation, all within one second: a worker that does not read
-// its stdin for that long is logged, not waited for. It does nothing once
-// the generation stops, or if keys of a later seq were sent already. A
-// stop that begins during the writes may close a pipe under them: that
-// write fails, and only a failure before the stop is worth a warning.
+// sendTicketKeys sends rotated session ticket keys to the worker in every
+// slot, all within one second: a worker that does not read its stdin for
+// that long is logged, not waited for. It does nothing once the
+// generation stops, or if keys of a later seq were sent already. A stop,
+// or a worker's loss or retirement, may close a pipe under the writes:
+// that write fails, and only a failure of a worker still in its slot is
+// worth a warning.
 func (s *Supervisor) sendTicketKeys(seq uint64, keys [][]byte) {
 	s.keyMu.Lock()
 	defer s.keyMu.Unlock()
+	if seq < s.keySeq {
+		return
+	}
+	s.keySeq, s.keys = seq, keys
 	s.mu.Lock()
-	skip := s.stopping || seq < s.keySeq
-	s.keySeq = max(s.keySeq, seq)
+	procs := slices.Clone(s.procs)
+	stopping := s.stopping
 	s.mu.Unlock()
-	if skip {
+	if stopping {
 		return
 	}
 	deadline := time.Now().Add(time.Second)
-	for _, p := range s.procs {
-		p.stdin.SetWriteDeadline(deadline)
-		if err := p.out.send(message{Type: msgTicketKeys, Keys: keys}); err != nil && !s.isStopping() {
-			s.log.Warn("cannot send ticket keys", "worker", p.index, "pid", p.pid, "err", err)
-		}
+	for _, p := range procs {
+		s.sendKeys(p, keys, deadline)
 	}
 }
 
-// isStopping reports whether the generation's stop has begun.
-func (s *Supervisor) isStopping() bool {
+// sendKeys writes keys to one worker by deadline; keyMu is held.
+func (s *Supervisor) sendKeys(p *workerProc, keys [][]byte, deadline time.Time) {
+	p.stdin.SetWriteDeadline(deadline)
+	if err := p.out.send(message{Type: msgTicketKeys, Keys: keys}); err != nil && s.serves(p) {
+		s.log.Warn("cannot send ticket keys", "worker", p.index, "pid", p.pid, "err", err)
+	}
+}
+
+// serves reports whether p is still its slot's worker and the
+// generation's stop has not begun.
+func (s *Supervisor) serves(p *workerProc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stopping
+	return !s.stopping && !p.gone
 }
 
 // pids returns the workers' process ids, in index order: those spawned so
@@ -294,12 +332,13 @@ func (s *Supervisor) spawnAll() error {
 	// the file is only needed while starting them.
 	defer lnFile.Close()
 	for i := range s.cfg.Workers {
-		p, err := s.spawn(i, lnFile)
+		p, err := s.spawn(i, lnFile, s.events)
 		if err != nil {
 			return err
 		}
-		s.mu.Lock() // for pids; everything else reads procs after Start
+		s.mu.Lock()
 		s.procs = append(s.procs, p)
+		s.all = append(s.all, p)
 		s.mu.Unlock()
 	}
 	return nil
@@ -341,12 +380,16 @@ func parentOnlyEnv(kv string) bool {
 	return false
 }
 
-// monitor watches a ready generation and reports the first worker it
-// loses (observe). It returns when the generation is done.
-func (s *Supervisor) monitor() {
+// monitor watches the workers Start started, once they are ready, and
+// observes what they do. It returns when the generation is done. A
+// replacement has a watch of its own (slot.go).
+func (s *Supervisor) monitor() { s.watch(s.events) }
+
+// watch observes the events from events until the generation is done.
+func (s *Supervisor) watch(events <-chan event) {
 	for {
 		select {
-		case ev := <-s.events:
+		case ev := <-events:
 			s.observe(ev)
 		case <-s.done:
 			return
@@ -354,30 +397,38 @@ func (s *Supervisor) monitor() {
 	}
 }
 
-// observe handles one event from a ready generation: anything a worker
-// sends or does after ready is its loss. The first loss seen before the
-// stop began is reported; the stop path reports each worker's exit
-// itself. Seen and reported are two steps: the owner may have begun the
-// stop in between, which is why it decides by what the generation was
-// when the loss was seen (lifecycle.go, onLost).
+// observe handles one event from a ready worker. A recycle request, the
+// first, is passed on (onRecycle); anything else a worker sends or does
+// after ready is its loss, reported once (onLost), and the worker, if it
+// still runs, is made to leave as a retired one does. Nothing is reported
+// of a worker that left its slot, nor once the stop began: the stop path
+// reports each worker's exit itself. Seen and reported are two steps: the
+// owner may have begun the stop in between, which is why it decides by
+// what the generation was when the loss was seen (lifecycle.go, onLost).
 func (s *Supervisor) observe(ev event) {
 	p := ev.proc
 	s.mu.Lock()
-	first := !s.stopping && !s.reported
-	s.reported = s.reported || first
-	if first {
-		s.reporting.Add(1)
-	}
-	s.mu.Unlock()
-	if !first {
+	if s.stopping || p.gone {
+		s.mu.Unlock()
 		return
 	}
+	if ev.err == nil && ev.msg.Type == msgRecycle && !p.asked {
+		p.asked = true
+		s.mu.Unlock()
+		s.log.Info("worker asks to be recycled", "worker", p.index, "pid", p.pid, "reason", ev.msg.Reason)
+		s.onRecycle(p.index, ev.msg.Reason)
+		return
+	}
+	p.gone = true
+	s.reporting.Add(1)
+	s.mu.Unlock()
 	defer s.reporting.Done()
 	reason := "sent " + ev.msg.Type + " after ready"
 	if ev.err != nil {
 		reason = ev.err.Error()
 	}
 	s.log.Error("worker lost", "worker", p.index, "pid", p.pid, "reason", reason)
+	s.retire(p, s.cfg.DrainTimeout) // a worker that broke the protocol may still run
 	s.onLost(&workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err})
 }
 
@@ -406,8 +457,16 @@ func (s *Supervisor) skipDrain() {
 // stop runs the whole stop path and publishes its result.
 func (s *Supervisor) stop(drain time.Duration) {
 	began := time.Now()
+	// Any replacement's barrier ends, and once the one spawning now, if
+	// any, has added its worker, none can be added: all is final.
+	s.cancelJoins()
+	s.spawnMu.Lock()
+	s.spawnMu.Unlock()
 	err := s.escalate(began, drain)
 	s.release()
+	// A replacement's barrier has ended by now (joins); its worker's
+	// stage is read below.
+	s.replacing.Wait()
 	s.reporting.Wait()
 	s.logCounters()
 	s.err = errors.Join(s.cause, err, s.appStopErrors())
@@ -435,7 +494,7 @@ func (s *Supervisor) stop(drain time.Duration) {
 func (s *Supervisor) release() {
 	linger, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	for _, p := range s.procs {
+	for _, p := range s.all {
 		p.stdin.Close()
 		select {
 		case <-p.readerDone:
@@ -451,7 +510,7 @@ func (s *Supervisor) release() {
 // direct mode's.
 func (s *Supervisor) appStopErrors() error {
 	var errs []error
-	for _, p := range s.procs {
+	for _, p := range s.all {
 		p.mu.Lock()
 		why := p.stopFailure
 		p.mu.Unlock()
@@ -470,7 +529,7 @@ var errAppStop = errors.New("app stop failed")
 // connections spread across workers. A worker that never became ready
 // served nothing and has none to report.
 func (s *Supervisor) logCounters() {
-	for _, p := range s.procs {
+	for _, p := range s.all {
 		st := p.getStats()
 		if st == nil && p.stage < stageReady {
 			continue
@@ -486,17 +545,21 @@ func (s *Supervisor) logCounters() {
 
 // workerProc is the parent's handle on one worker process.
 type workerProc struct {
-	index      int
+	index      int // its slot
 	pid        int
 	cmd        *exec.Cmd
 	stdin      *os.File // write end of the liveness pipe; only the parent holds it
 	stdout     *os.File // read end of the worker's protocol output
 	out        *lineWriter
+	events     chan event    // its reader's and reaper's events: the generation's, or its own for a replacement
 	stage      stage         // owned by the barrier
 	startingAt time.Time     // when it said starting; owned by the barrier
 	exited     chan struct{} // closed once the process is reaped
 	status     error         // cmd.Wait's result; read after exited
 	readerDone chan struct{} // closed once its output is read to the end
+	// Under the Supervisor's mu:
+	gone  bool // it left its slot: lost, replaced, or a replacement that failed
+	asked bool // it asked to be recycled
 
 	mu          sync.Mutex
 	stats       *workerStats
@@ -515,8 +578,9 @@ type event struct {
 var errExited = errors.New("exited")
 
 // spawn starts worker index with the listener as its fd 3 and starts the
-// goroutines that read its output and reap it.
-func (s *Supervisor) spawn(index int, lnFile *os.File) (*workerProc, error) {
+// goroutines that read its output and reap it, which send its events to
+// events.
+func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*workerProc, error) {
 	cmd, err := s.seam.command(index, s.cfg.Args)
 	if err != nil {
 		return nil, err
@@ -552,7 +616,7 @@ func (s *Supervisor) spawn(index int, lnFile *os.File) (*workerProc, error) {
 		stdoutR.Close()
 		return nil, fmt.Errorf("worker %d: start: %w", index, err)
 	}
-	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: stdinW, stdout: stdoutR,
+	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: stdinW, stdout: stdoutR, events: events,
 		out: &lineWriter{w: stdinW}, exited: make(chan struct{}), readerDone: make(chan struct{})}
 	s.log.Info("worker started", "worker", index, "pid", p.pid)
 	s.readers.Add(1)
@@ -577,7 +641,7 @@ func (s *Supervisor) read(p *workerProc) {
 			p.setDone(m.Stats, m.Reason)
 			continue
 		}
-		if !s.deliver(event{proc: p, msg: m, err: err}) || err != nil {
+		if !s.deliver(p, event{proc: p, msg: m, err: err}) || err != nil {
 			return
 		}
 	}
@@ -601,7 +665,7 @@ func (s *Supervisor) reap(p *workerProc) {
 	if p.status != nil {
 		status = p.status.Error()
 	}
-	s.deliver(event{proc: p, err: fmt.Errorf("%w: %s", errExited, status)})
+	s.deliver(p, event{proc: p, err: fmt.Errorf("%w: %s", errExited, status)})
 }
 
 // sweep kills whatever is left in a just-reaped worker's process group. A
@@ -614,11 +678,11 @@ func (s *Supervisor) sweep(p *workerProc) {
 	s.seam.signal(p, syscall.SIGKILL)
 }
 
-// deliver hands ev to whoever watches the generation, or drops it once the
-// generation is done.
-func (s *Supervisor) deliver(ev event) bool {
+// deliver hands ev to whoever watches p, or drops it once the generation
+// is done.
+func (s *Supervisor) deliver(p *workerProc, ev event) bool {
 	select {
-	case s.events <- ev:
+	case p.events <- ev:
 		return true
 	case <-s.done:
 		return false

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -32,6 +33,7 @@ type harness struct {
 	dir     string
 	logs    *os.File // the supervisor's and the workers' stderr
 	pidFile string   // the grandchild fault's pid
+	starts  string   // a directory where each slot's workers count their starts (startNumber)
 }
 
 // testConfig is a generation with deadlines short enough for tests.
@@ -56,6 +58,7 @@ func newHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*
 	h := &harness{t: t, dir: t.TempDir()}
 	writeFile(t, h.dir, "index.html", "hello")
 	h.pidFile = filepath.Join(t.TempDir(), "grandchild.pid")
+	h.starts = t.TempDir()
 	logs, err := os.Create(filepath.Join(t.TempDir(), "stderr.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +76,33 @@ func newHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*
 	h.sup = newSupervisor(cfg, ln, slog.New(slog.NewTextHandler(logs, nil)))
 	h.ln = ln
 	h.sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
-		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), faultEnv+"="+faults[i], pidFileEnv+"="+h.pidFile)
-		cmd.Stderr = logs
-		return cmd, nil
+		return h.worker(i, args, faults[i]), nil
 	}
 	t.Cleanup(h.cleanup)
 	return h
 }
+
+// worker is the test-binary worker for slot i, with fault.
+func (h *harness) worker(i int, args []string, fault string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), faultEnv+"="+fault, pidFileEnv+"="+h.pidFile,
+		startsEnv+"="+filepath.Join(h.starts, "slot-"+strconv.Itoa(i)))
+	cmd.Stderr = h.logs
+	return cmd
+}
+
+// startedPIDs returns the pid of every worker started so far, of every
+// generation, replacements included, as the log names them.
+func (h *harness) startedPIDs() []int {
+	var pids []int
+	for _, m := range startedRE.FindAllStringSubmatch(h.readLogs(), -1) {
+		pid, _ := strconv.Atoi(m[1])
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+var startedRE = regexp.MustCompile(`msg="worker started" generation=\d+ worker=\d+ pid=(\d+)`)
 
 // cleanupBound is how long a cleanup waits for a stop: far past any
 // test's force deadline.
@@ -102,7 +124,7 @@ func (h *harness) cleanup() {
 	case <-time.After(cleanupBound):
 		h.t.Errorf("Stop in cleanup did not return within %v; killing the workers", cleanupBound)
 	}
-	for _, pid := range h.sup.pids() {
+	for _, pid := range h.startedPIDs() {
 		killGroup(pid)
 	}
 	if pid := h.grandchild(); pid > 0 {

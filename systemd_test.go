@@ -212,7 +212,7 @@ func TestReadyIsNotifiedOnlyOnceEveryWorkerIsReady(t *testing.T) {
 func TestLostWorkerIsNotified(t *testing.T) {
 	skipWithoutWorkers(t)
 	ns := newNotifySocket(t)
-	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", t.TempDir(), "-workers", "2")
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", t.TempDir(), "-workers", "2", "-max-restarts", "0")
 	cmd.Env = append(os.Environ(), mainEnv+"=1", "NOTIFY_SOCKET="+ns.path)
 	s := launchServery(t, cmd)
 	ns.next(t) // READY=1

@@ -66,13 +66,17 @@ type server struct {
 	// draining, and nil until then.
 	drainBegan atomic.Pointer[time.Time]
 	serving    chan struct{} // closed when serve returns
+	// recycleAt is the request count at which limitReached closes; 0
+	// never. Set before serve, not changed after.
+	recycleAt    int64
+	limitReached chan struct{}
 }
 
 // newServer builds a runtime for cfg that serves h. It opens the access
 // log and parses the TLS identity, so every error a worker can have before
 // serving shows up here, before it reports prepared.
 func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, error) {
-	srv := &server{cfg: cfg, serving: make(chan struct{})}
+	srv := &server{cfg: cfg, serving: make(chan struct{}), limitReached: make(chan struct{})}
 	srv.http = &http.Server{
 		Handler:           streamDeadlines(srv.counting(h), cfg.WriteTimeout),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
@@ -125,7 +129,8 @@ func (srv *server) setIdentity(id *tlsIdentity) error {
 // for, and the requests answered. It answers each HTTP/1 request through
 // its connection's drainWriter, which marks the response Connection: close
 // when its header is committed during a drain (see drain). Per request
-// that costs two atomic adds, a context lookup and no allocation.
+// that costs three atomic adds, a context lookup, one comparison (the
+// -max-requests limit, reached once) and no allocation.
 func (srv *server) counting(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv.inflight.Add(1)
@@ -141,7 +146,9 @@ func (srv *server) counting(h http.Handler) http.Handler {
 		if dw != nil {
 			dw.done()
 		}
-		srv.served.Add(1)
+		if srv.served.Add(1) == srv.recycleAt {
+			close(srv.limitReached)
+		}
 	})
 }
 
@@ -292,7 +299,38 @@ func runWorker(wio workerIO, app App) int {
 	if err := out.send(message{Type: msgReady}); err != nil {
 		log.Warn("report ready", "err", err)
 	}
-	return serveUntilDrain(rt, out, msgs, served, wio.term)
+	drained := drainSignal(msgs, rt.srv, log)
+	if rt.cfg.RecycleRequests > 0 || rt.cfg.RecycleAge > 0 {
+		go askToRecycle(rt, out, drained)
+	}
+	return serveUntilDrain(rt, out, drained, served, wio.term)
+}
+
+// askToRecycle sends the parent one recycle message when the worker has
+// served its -max-requests or for its -max-worker-age, whichever comes
+// first, and returns; or returns when the drain begins. The worker serves
+// on: the parent starts its replacement first and only then tells it to
+// drain, so the service never has fewer workers ready.
+func askToRecycle(rt *workerRuntime, out *lineWriter, drained <-chan struct{}) {
+	var aged <-chan time.Time
+	if rt.cfg.RecycleAge > 0 {
+		t := time.NewTimer(rt.cfg.RecycleAge)
+		defer t.Stop()
+		aged = t.C
+	}
+	var why string
+	select {
+	case <-rt.srv.limitReached:
+		why = fmt.Sprintf("served %d requests (its -max-requests, with jitter)", rt.cfg.RecycleRequests)
+	case <-aged:
+		why = fmt.Sprintf("served for %v (its -max-worker-age, with jitter)", rt.cfg.RecycleAge)
+	case <-drained:
+		return
+	}
+	rt.log.Info("worker asks to be recycled", "reason", why)
+	if err := out.send(message{Type: msgRecycle, Reason: why}); err != nil {
+		rt.log.Warn("ask to be recycled", "err", err)
+	}
 }
 
 // workerRuntime is a prepared worker: its configuration, the App's
@@ -336,6 +374,7 @@ func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomi
 		rt.stopApp(ctx)
 		return nil, fmt.Errorf("build runtime: %w", err)
 	}
+	rt.srv.recycleAt = cfg.RecycleRequests
 	rt.ln, err = net.FileListener(wio.listener)
 	// The runtime's listener is a duplicate; this copy is not needed.
 	wio.listener.Close()
@@ -418,7 +457,7 @@ func awaitCommit(msgs <-chan message) (bool, error) {
 // It reports the counters, and the stop step's failure, in a
 // done message and returns the exit status: 1 if the drain was cut or the
 // stop step failed.
-func serveUntilDrain(rt *workerRuntime, out *lineWriter, msgs <-chan message, served <-chan error, term <-chan os.Signal) int {
+func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}, served <-chan error, term <-chan os.Signal) int {
 	hurry, cut := context.WithCancel(context.Background())
 	defer cut()
 	select {
@@ -427,7 +466,7 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, msgs <-chan message, se
 		return 1
 	case <-term:
 		cut()
-	case <-drainSignal(msgs, rt.srv, rt.log):
+	case <-drained:
 	}
 	began := time.Now()
 	go func() {

@@ -82,8 +82,8 @@ mutant barrier "no answer before every worker is prepared" \
 	"commit after the first prepared" \
 	"TestBarrierDelaysEveryAnswerUntilAllPrepared"
 m_barrier() {
-	edit barrier.go 'pending := len(s.procs)' \
-		'pending := len(s.procs); if want == stagePrepared { pending = 1 }'
+	edit barrier.go 'pending := len(procs)' \
+		'pending := len(procs); if want == stagePrepared { pending = 1 }'
 }
 
 mutant rollback "a failed startup leaves no process" \
@@ -191,8 +191,8 @@ mutant ready "READY=1 only once every worker is ready" \
 	"Start returns (READY=1) after the first ready" \
 	"TestReadyIsNotifiedOnlyOnceEveryWorkerIsReady"
 m_ready() {
-	edit barrier.go 'pending := len(s.procs)' \
-		'pending := len(s.procs); if want == stageReady { pending = 1 }'
+	edit barrier.go 'pending := len(procs)' \
+		'pending := len(procs); if want == stageReady { pending = 1 }'
 	# the other workers' ready then reaches the monitor: not a lost worker
 	edit supervisor.go 'reason := "sent " + ev.msg.Type + " after ready"' \
 		'if ev.err == nil && ev.msg.Type == msgReady { return }; reason := "sent " + ev.msg.Type + " after ready"'
@@ -286,7 +286,7 @@ m_reload-stop() {
 	edit lifecycle.go '	if l.starting != nil {
 		l.starting.cancel()
 	}
-	if l.serving != nil {' '	if l.serving != nil {'
+	if l.heal != nil {' '	if l.heal != nil {'
 }
 
 mutant reload-drain "a retiring worker answers every connection it accepted" \
@@ -452,6 +452,126 @@ mutant reload-wait "at most two generations are live: a reload waits for a retir
 	"TestReloadWaitsForARetiringGenerationSoAtMostTwoLive"
 m_reload-wait() {
 	edit lifecycle.go '	if !l.reload || l.ending || l.starting != nil || len(l.stopping) > 0 {' '	if !l.reload || l.ending || l.starting != nil {'
+}
+
+mutant respawn "a lost serving worker is replaced in its slot, the others serving on" \
+	"a loss is logged and left: the slot stays empty" \
+	"TestLostWorkerIsRespawnedInItsSlot"
+m_respawn() {
+	edit heal.go '	v.respawnAfter(l, we.Index, s)
+}' '}'
+}
+
+mutant respawn-commit "a replacement accepts only after its commit, sent once it is prepared" \
+	"the one-slot barrier commits with the config" \
+	"TestReplacementAcceptsOnlyAfterItsCommit"
+m_respawn-commit() {
+	edit barrier.go '	if err := s.await(ctx, procs, events, stagePrepared, began); err != nil {' '	if len(procs) == 1 {
+		s.sendBy(ctx, procs[0], message{Type: msgCommit})
+	}
+	if err := s.await(ctx, procs, events, stagePrepared, began); err != nil {'
+}
+
+mutant respawn-reaped "a respawn starts only once the lost worker is reaped: at most N+1 live" \
+	"the replacement starts beside a lost worker that still runs" \
+	"TestRespawnWaitsUntilTheLostWorkerHasExited"
+m_respawn-reaped() {
+	edit slot.go '		case <-old.exited:' '		default:'
+}
+
+mutant backoff "a slot that keeps failing backs off, doubling, with jitter" \
+	"every replacement is tried at once" \
+	"TestCrashLoopBacksOffAndGivesUp"
+m_backoff() {
+	edit heal.go '	if failures == 0 {
+		return 0' '	if failures >= 0 {
+		return 0'
+}
+
+mutant budget "past -max-restarts losses within -restart-window servery gives up, exit 1" \
+	"the budget is never spent" \
+	"TestCrashLoopBacksOffAndGivesUp"
+m_budget() {
+	edit heal.go '	if len(l.losses) <= v.heal.MaxRestarts {' '	if true {'
+}
+
+mutant siblings "a replacement that fails to start never stops its siblings" \
+	"a failed replacement stops the whole generation" \
+	"TestFailedReplacementNeverStopsItsSiblings"
+m_siblings() {
+	edit slot.go '	s.retire(p, drain)
+	select {' '	s.stopWith(errors.New("replacement failed"), drain)
+	select {'
+}
+
+mutant healed-exit "a loss that was healed does not fail the exit status" \
+	"every loss fails the end" \
+	"TestStopDuringABackoffEndsPromptly"
+m_healed-exit() {
+	edit heal.go '	now := time.Now()
+	if v.overBudget(l, now, ev.err) {' '	l.endErr = errors.Join(l.endErr, ev.err)
+	now := time.Now()
+	if v.overBudget(l, now, ev.err) {'
+}
+
+mutant reload-heal "a reload cancels the old generation's respawns; the new one heals its own" \
+	"promotion keeps the old generation's healing" \
+	"TestReloadCancelsThePendingRespawns"
+m_reload-heal() {
+	edit lifecycle.go '	if l.heal != nil {
+		l.heal.end() // a reload cancels the respawns and recycles of the one it replaces
+	}
+	l.heal = newHealing(gen)' '	if l.heal == nil {
+		l.heal = newHealing(gen)
+	}'
+}
+
+mutant heal-during-reload "a loss during a reload is healed in the serving generation" \
+	"a loss while a reload starts ends the service" \
+	"TestLossDuringAReloadIsHealedInTheServingGeneration"
+m_heal-during-reload() {
+	edit heal.go 'ev.gen == l.heal.gen && errors.As(ev.err, &we)' 'ev.gen == l.heal.gen && errors.As(ev.err, &we) && l.starting == nil'
+}
+
+mutant fixed "-max-restarts 0 is the fixed generation: the first loss ends the service" \
+	"a loss is healed whatever the budget" \
+	"TestRealBinaryExitsOneWhenAWorkerIsLost TestLostWorkerIsNotified"
+m_fixed() {
+	edit heal.go 'return v.heal.MaxRestarts > 0 && l.heal != nil' 'return l.heal != nil'
+}
+
+mutant recycle-first "a recycle retires the old worker only once its replacement is ready" \
+	"the old worker is retired before its replacement starts" \
+	"TestRecycleStartsTheReplacementFirst"
+m_recycle-first() {
+	edit slot.go '	p, keys, seq, err := s.spawnInto(slot)' '	if recycle {
+		s.retire(old, s.cfg.DrainTimeout)
+	}
+	p, keys, seq, err := s.spawnInto(slot)'
+}
+
+mutant recycle-one "one recycle at a time: at most N+1 workers live" \
+	"recycles run together" \
+	"TestRecycleStartsTheReplacementFirst" 3
+m_recycle-one() {
+	edit heal.go '	if h == nil || h.recycling || l.starting != nil || l.ending {' '	if h == nil || l.starting != nil || l.ending {'
+}
+
+mutant recycle-budget "a recycle does not count against the budget" \
+	"each recycle counts as a loss" \
+	"TestRecycleStartsTheReplacementFirst"
+m_recycle-budget() {
+	edit heal.go '	case ev.recycle:
+		s.since, s.lost = time.Now(), false' '	case ev.recycle:
+		v.overBudget(l, time.Now(), errors.New("recycled"))
+		s.since, s.lost = time.Now(), false'
+}
+
+mutant recycle-kill "a retired worker that ignores SIGTERM is killed at the force deadline" \
+	"a retired worker gets SIGTERM only" \
+	"TestRecycledWorkerThatIgnoresSIGTERMIsKilledAtTheForceDeadline"
+m_recycle-kill() {
+	edit slot.go '{{drain, syscall.SIGTERM}, {force, syscall.SIGKILL}}' '{{drain, syscall.SIGTERM}, {force, syscall.SIGTERM}}'
 }
 
 # ------------------------------------------------------------- helpers

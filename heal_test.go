@@ -1,0 +1,358 @@
+package main
+
+// heal_test.go: a serving generation that loses a worker replaces it in
+// its slot, backs a failing slot off, gives up past its budget, and
+// recycles workers at their limits, replacement first.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testHeal is a policy with backoffs short enough for tests.
+var testHeal = healPolicy{MaxRestarts: 5, Window: time.Minute,
+	Backoff: 20 * time.Millisecond, BackoffCap: 200 * time.Millisecond, Steady: 10 * time.Second}
+
+// newHealHarness is a started service of workers under policy.
+func newHealHarness(t *testing.T, workers int, faults map[int]string, policy healPolicy, edit ...func(*supervisorConfig)) *serviceHarness {
+	t.Helper()
+	h := newServiceHarness(t, workers, faults, edit...)
+	h.svc.heal = policy
+	return h
+}
+
+// waitLog waits until the logs match re, at most 15 s, and returns the
+// first match's submatches.
+func (h *harness) waitLog(re string) []string {
+	h.t.Helper()
+	rx := regexp.MustCompile(re)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if m := rx.FindStringSubmatch(h.readLogs()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no log line matching %s within 15s", re)
+		}
+	}
+}
+
+// start starts the service or fails the test.
+func (h *serviceHarness) start() {
+	h.t.Helper()
+	if err := h.svc.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestLostWorkerIsRespawnedInItsSlot(t *testing.T) {
+	h := newHealHarness(t, 3, nil, testHeal)
+	h.start()
+	before := h.servingPIDs()
+	l := startLoad(t, h.addr, "/", 16)
+	time.Sleep(100 * time.Millisecond)
+	kill(before[1])
+	m := h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=1 worker=1 old_pid=%d new_pid=(\d+) after=\S+`, before[1]))
+	time.Sleep(100 * time.Millisecond)
+	l.stopLoad()
+	after := h.servingPIDs()
+	newPID, _ := strconv.Atoi(m[1])
+	if after[0] != before[0] || after[2] != before[2] || after[1] != newPID || newPID == before[1] {
+		t.Errorf("pids %v after the respawn, %v before; want slot 1 alone replaced, by pid %d", after, before, newPID)
+	}
+	logs := h.readLogs()
+	for _, re := range []string{
+		fmt.Sprintf(`level=ERROR msg="worker lost" generation=1 worker=1 pid=%d reason="exited: signal: killed"`, before[1]),
+		`msg="worker respawning" generation=1 worker=1 delay=\S+ failures=\d`,
+		fmt.Sprintf(`msg="worker started" generation=1 worker=1 pid=%d`, newPID),
+		fmt.Sprintf(`msg=ready generation=1 worker=1 pid=%d`, newPID),
+	} {
+		if !regexp.MustCompile(re).MatchString(logs) {
+			t.Errorf("no log line matching %s", re)
+		}
+	}
+	if l.refused.Load() != 0 || l.ok.Load() == 0 {
+		t.Errorf("under load across the respawn: %d answered, %d refused; want none refused", l.ok.Load(), l.refused.Load())
+	}
+	if st := h.svc.state(); st.Ending || st.Serving != 1 {
+		t.Errorf("state %+v after the respawn; want generation 1 serving", st)
+	}
+	if err := h.svc.Stop(context.Background()); err != nil {
+		t.Errorf("Stop after a respawn = %v; want a clean stop", err)
+	}
+}
+
+func TestRespawnWaitsUntilTheLostWorkerHasExited(t *testing.T) {
+	h := newHealHarness(t, 2, map[int]string{1: faultBadAfterReady}, testHeal, func(c *supervisorConfig) {
+		c.DrainTimeout, c.ForceTimeout = 300*time.Millisecond, 800*time.Millisecond
+		c.Runtime.DrainTimeout = c.DrainTimeout
+	})
+	h.start()
+	bad := h.servingPIDs()[1]
+	h.waitLog(fmt.Sprintf(`msg="worker lost" generation=1 worker=1 pid=%d reason=".*not the protocol`, bad))
+	h.waitLog(`msg="worker started" generation=1 worker=1 pid=\d+(?s:.*)msg="worker started" generation=1 worker=1 pid=\d+`)
+	// Seen after the replacement started: the lost worker, which ignored
+	// its drain and SIGTERM, must have been killed and reaped before.
+	if !gone(bad) {
+		t.Errorf("the replacement started while the lost worker, pid %d, still ran: three live workers in two slots", bad)
+	}
+	h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=1 worker=1 old_pid=%d`, bad))
+}
+
+func TestReplacementAcceptsOnlyAfterItsCommit(t *testing.T) {
+	h := newHealHarness(t, 2, nil, testHeal)
+	var armed atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	// The parent logs a worker's prepared before it commits it: while
+	// this hook holds the log line, the replacement is prepared and not
+	// committed.
+	h.svc.log = slog.New(onMessage{Handler: h.svc.log.Handler(), msg: "prepared", hook: func() {
+		if armed.CompareAndSwap(true, false) {
+			close(held)
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}})
+	h.start()
+	pids := h.servingPIDs()
+	pause(pids[0]) // the sibling accepts nothing meanwhile
+	defer unpause(pids[0])
+	armed.Store(true)
+	kill(pids[1])
+	<-held
+	answered := make(chan error, 1)
+	go func() {
+		code, _, err := get(h.addr, "/")
+		if err == nil && code != 200 {
+			err = fmt.Errorf("status %d", code)
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		t.Fatalf("a request was answered (%v) while the replacement was prepared but not committed", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(release)
+	if err := <-answered; err != nil {
+		t.Errorf("GET after the replacement's commit: %v", err)
+	}
+}
+
+func TestCrashLoopBacksOffAndGivesUp(t *testing.T) {
+	policy := testHeal
+	policy.MaxRestarts = 4
+	h := newHealHarness(t, 2, map[int]string{1: faultCrashLater}, policy)
+	h.start()
+	kill(h.servingPIDs()[1])
+	select {
+	case <-h.svc.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the service did not give up on a slot whose every replacement crashes")
+	}
+	want := "giving up: 5 workers lost within 1m0s (-max-restarts 4)"
+	if err := h.svc.err; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("the service ended with %v; want %q", err, want)
+	}
+	// The first loss came within Steady of the generation's start, so
+	// every one backs off, doubling: 20, 40, 80, 160 ms, each within
+	// 0.8 to 1.2 times that.
+	delays := regexp.MustCompile(`msg="worker respawning" generation=1 worker=1 delay=(\S+) failures=(\d+)`).FindAllStringSubmatch(h.readLogs(), -1)
+	if len(delays) != 4 {
+		t.Fatalf("%d respawns logged; want 4 before the budget ran out", len(delays))
+	}
+	for i, m := range delays {
+		d, _ := time.ParseDuration(m[1])
+		nominal := policy.Backoff << i
+		if m[2] != strconv.Itoa(i+1) || d < nominal*8/10 || d > nominal*12/10 {
+			t.Errorf("respawn %d: delay %v after %s failures; want %d failures and %v±20%%", i+1, d, m[2], i+1, nominal)
+		}
+	}
+	for _, pid := range h.startedPIDs() {
+		if !waitGone(pid, time.Second) {
+			t.Errorf("worker pid %d outlived the end", pid)
+		}
+	}
+}
+
+func TestWorkerCrashingOnEverySecondStartIsRespawned(t *testing.T) {
+	h := newHealHarness(t, 2, map[int]string{1: faultCrashEverySecond}, testHeal)
+	h.start()
+	kill(h.servingPIDs()[1])
+	// Start 2 crashes once ready, start 3 serves.
+	third := h.waitLog(`msg="worker started" generation=1 worker=1 pid=\d+(?s:.*)msg="worker started" generation=1 worker=1 pid=\d+(?s:.*)msg="worker started" generation=1 worker=1 pid=(\d+)`)
+	h.waitLog(`msg="worker respawned" generation=1 worker=1 old_pid=\d+ new_pid=` + third[1])
+	pid, _ := strconv.Atoi(third[1])
+	time.Sleep(200 * time.Millisecond)
+	if got := h.servingPIDs()[1]; got != pid || gone(pid) {
+		t.Errorf("slot 1 is pid %d (third start gone: %v); want the third start, pid %d, serving", got, gone(pid), pid)
+	}
+	if n := strings.Count(h.readLogs(), `msg="worker started" generation=1 worker=1`); n != 3 {
+		t.Errorf("slot 1 started %d workers; want 3", n)
+	}
+	if code, _, err := get(h.addr, "/"); err != nil || code != 200 {
+		t.Errorf("GET / = %d, %v; want 200", code, err)
+	}
+}
+
+func TestFailedReplacementNeverStopsItsSiblings(t *testing.T) {
+	policy := testHeal
+	policy.MaxRestarts = 10
+	h := newHealHarness(t, 2, map[int]string{1: faultFailLater}, policy)
+	h.start()
+	sibling := h.servingPIDs()[0]
+	kill(h.servingPIDs()[1])
+	h.waitLog(`(?s:msg="worker respawn failed" generation=1 worker=1.*){3}`)
+	if gone(sibling) || h.servingPIDs()[0] != sibling {
+		t.Errorf("worker 0 (pid %d) left its slot while slot 1's replacements failed", sibling)
+	}
+	if code, _, err := get(h.addr, "/"); err != nil || code != 200 {
+		t.Errorf("GET / = %d, %v while slot 1's replacements fail; want 200 from worker 0", code, err)
+	}
+	if err := h.svc.Stop(context.Background()); err != nil {
+		t.Errorf("Stop = %v; want a clean stop", err)
+	}
+}
+
+func TestStopDuringABackoffEndsPromptly(t *testing.T) {
+	policy := testHeal
+	policy.Backoff, policy.BackoffCap = 30*time.Second, time.Minute
+	h := newHealHarness(t, 2, nil, policy)
+	h.start()
+	kill(h.servingPIDs()[1])
+	h.waitLog(`msg="worker respawning" generation=1 worker=1 delay=[23]\d\.\d+s`)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.svc.Stop(context.Background()) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("Stop during a backoff = %v; want a clean stop (exit 0)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop during a 30s backoff did not return within 10s")
+	}
+	if strings.Contains(h.readLogs(), `msg="worker respawned"`) {
+		t.Error("a respawn ran after the stop")
+	}
+}
+
+func TestReloadCancelsThePendingRespawns(t *testing.T) {
+	policy := testHeal
+	policy.Backoff = 500 * time.Millisecond
+	h := newHealHarness(t, 2, nil, policy)
+	h.start()
+	kill(h.servingPIDs()[1])
+	h.waitLog(`msg="worker respawning" generation=1 worker=1 delay=\d+`)
+	if err := h.svc.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRetired()
+	time.Sleep(800 * time.Millisecond) // past the backoff
+	if n := strings.Count(h.readLogs(), `msg="worker started" generation=1 worker=1`); n != 1 {
+		t.Errorf("generation 1 started %d workers in slot 1; want its first only: the reload cancels its respawn", n)
+	}
+	if strings.Contains(h.readLogs(), `msg="worker respawn failed" generation=1`) {
+		t.Error("generation 1 tried a respawn after the reload retired it")
+	}
+	// The new generation heals its own slots.
+	pids := h.svc.state().ServingPIDs
+	kill(pids[0])
+	h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=2 worker=0 old_pid=%d`, pids[0]))
+}
+
+func TestLossDuringAReloadIsHealedInTheServingGeneration(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Setenv(gateEnv, gate)
+	h := newHealHarness(t, 2, nil, testHeal)
+	h.later = map[int]map[int]string{2: {0: faultHeldPrepared, 1: faultHeldPrepared}}
+	h.start()
+	before := h.servingPIDs()
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- h.svc.Reload(context.Background()) }()
+	h.waitLog(`msg="holding prepared"`)
+	kill(before[1])
+	h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=1 worker=1 old_pid=%d`, before[1]))
+	os.Remove(gate)
+	if err := <-reloaded; err != nil {
+		t.Errorf("Reload = %v; want generation 2 serving", err)
+	}
+	if st := h.svc.state(); st.Serving != 2 {
+		t.Errorf("serving generation %d; want 2", st.Serving)
+	}
+}
+
+func TestRecycleStartsTheReplacementFirst(t *testing.T) {
+	policy := testHeal
+	policy.MaxRestarts = 1 // recycles do not count against it
+	h := newHealHarness(t, 2, nil, policy, func(c *supervisorConfig) { c.MaxRequests = 40 })
+	h.start()
+	l := startLoad(t, h.addr, "/", 8)
+	h.waitLog(`(?s:msg="worker recycled".*){4}`)
+	l.stopLoad()
+	if l.refused.Load()+l.truncated.Load()+l.other.Load()+l.retried.Load() != 0 {
+		t.Errorf("under load across recycles: %d answered, %d refused, %d truncated, %d other, %d keep-alive races; want none lost",
+			l.ok.Load(), l.refused.Load(), l.truncated.Load(), l.other.Load(), l.retried.Load())
+	}
+	recycled := regexp.MustCompile(`msg="worker recycled" generation=1 worker=\d old_pid=(\d+) new_pid=(\d+)`).FindAllStringSubmatch(h.readLogs(), -1)
+	for _, m := range recycled {
+		h.waitLog(`msg="worker draining" .*pid=` + m[1] + `\b`)
+	}
+	logs := h.readLogs()
+	for _, m := range recycled {
+		newReady := regexp.MustCompile(`msg=ready generation=1 worker=\d pid=` + m[2] + `\b`).FindStringIndex(logs)
+		oldDrains := regexp.MustCompile(`msg="worker draining" .*pid=` + m[1] + `\b`).FindStringIndex(logs)
+		if newReady == nil || oldDrains == nil || newReady[0] > oldDrains[0] {
+			t.Errorf("pid %s began to drain before its replacement, pid %s, was ready", m[1], m[2])
+		}
+	}
+	// One recycle at a time: each recycling line is followed by its
+	// recycled line before the next begins.
+	seq := regexp.MustCompile(`msg="worker (recycling|recycled)"`).FindAllStringSubmatch(logs, -1)
+	for i, m := range seq {
+		if want := []string{"recycling", "recycled"}[i%2]; m[1] != want {
+			t.Fatalf("recycle log %d is %q; want %q: two recycles ran at once", i, m[1], want)
+		}
+	}
+	if strings.Contains(logs, `msg="worker lost"`) || h.svc.state().Ending {
+		t.Error("a recycle counted as a loss")
+	}
+}
+
+func TestRecycledWorkerThatIgnoresSIGTERMIsKilledAtTheForceDeadline(t *testing.T) {
+	h := newHealHarness(t, 2, map[int]string{0: faultStubborn}, testHeal, func(c *supervisorConfig) {
+		c.MaxRequests = 10
+		c.DrainTimeout, c.ForceTimeout = 500*time.Millisecond, time.Second
+		c.Runtime.DrainTimeout = c.DrainTimeout
+	})
+	h.start()
+	old := h.servingPIDs()[0]
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(h.readLogs(), `msg="worker recycled" generation=1 worker=0`); {
+		if time.Now().After(deadline) {
+			t.Fatal("worker 0 was not recycled after 15s of requests")
+		}
+		get(h.addr, "/")
+	}
+	h.waitLog(fmt.Sprintf(`msg="worker outlived deadline" generation=1 worker=0 pid=%d signal=killed`, old))
+	if !waitGone(old, 2*time.Second) {
+		t.Errorf("recycled worker pid %d still alive after the force deadline", old)
+	}
+	if strings.Contains(h.readLogs(), `msg="worker lost"`) {
+		t.Error("the recycled worker's exit was taken for a loss")
+	}
+	if code, _, err := get(h.addr, "/"); err != nil || code != 200 {
+		t.Errorf("GET / = %d, %v after the recycle; want 200", code, err)
+	}
+}
