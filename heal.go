@@ -65,6 +65,7 @@ type (
 // healing is what run knows of the serving generation's slots.
 type healing struct {
 	gen       generation
+	began     time.Time       // when gen began to serve: its first workers' ready
 	ctx       context.Context // ends when gen stops serving: its replacements roll back
 	cancel    context.CancelFunc
 	slots     map[int]*slotState
@@ -75,7 +76,7 @@ type healing struct {
 // slotState is one slot of the serving generation.
 type slotState struct {
 	failures int         // consecutive, for the backoff
-	since    time.Time   // when its worker became ready (the generation's start, for the first)
+	since    time.Time   // when its worker became ready (for the first, when the generation began to serve)
 	busy     bool        // a replacement runs for it
 	lost     bool        // its worker was lost while busy: a failed recycle must respawn it
 	lostAt   time.Time   // when its worker was lost, for the respawned line
@@ -83,16 +84,16 @@ type slotState struct {
 }
 
 func newHealing(gen generation) *healing {
-	h := &healing{gen: gen, slots: map[int]*slotState{}}
+	h := &healing{gen: gen, began: time.Now(), slots: map[int]*slotState{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
 
-// slot returns the state of slot i, begun now if it is new.
+// slot returns the state of slot i.
 func (h *healing) slot(i int) *slotState {
 	s := h.slots[i]
 	if s == nil {
-		s = &slotState{since: time.Now()}
+		s = &slotState{since: h.began}
 		h.slots[i] = s
 	}
 	return s
@@ -157,13 +158,17 @@ func (v *Service) overBudget(l *life, now time.Time, err error) bool {
 	if len(l.losses) <= v.heal.MaxRestarts {
 		return false
 	}
-	giveUp := fmt.Errorf("giving up: %d workers lost within %v (-max-restarts %d); last: %w",
-		len(l.losses), v.heal.Window, v.heal.MaxRestarts, err)
+	giveUp := fmt.Errorf("%w: %d workers lost within %v (-max-restarts %d); last: %w",
+		errGaveUp, len(l.losses), v.heal.Window, v.heal.MaxRestarts, err)
 	v.log.Error("giving up", "generation", l.heal.gen.number(), "lost", len(l.losses),
 		"within", v.heal.Window, "max_restarts", v.heal.MaxRestarts, "last", err)
 	v.end(l, giveUp)
 	return true
 }
+
+// errGaveUp begins the error of a service that lost more workers than its
+// budget allows.
+var errGaveUp = errors.New("giving up")
 
 // respawnAfter respawns slot's worker after the slot's backoff: at once
 // after a steady worker's loss.

@@ -54,11 +54,13 @@ func (h *serviceHarness) start() {
 }
 
 func TestLostWorkerIsRespawnedInItsSlot(t *testing.T) {
-	h := newHealHarness(t, 3, nil, testHeal)
+	policy := testHeal
+	policy.Steady = 300 * time.Millisecond
+	h := newHealHarness(t, 3, nil, policy)
 	h.start()
 	before := h.servingPIDs()
 	l := startLoad(t, h.addr, "/", 16)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(2 * policy.Steady) // worker 1 has served steadily: no backoff
 	kill(before[1])
 	m := h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=1 worker=1 old_pid=%d new_pid=(\d+) after=\S+`, before[1]))
 	time.Sleep(100 * time.Millisecond)
@@ -71,7 +73,7 @@ func TestLostWorkerIsRespawnedInItsSlot(t *testing.T) {
 	logs := h.readLogs()
 	for _, re := range []string{
 		fmt.Sprintf(`level=ERROR msg="worker lost" generation=1 worker=1 pid=%d reason="exited: signal: killed"`, before[1]),
-		`msg="worker respawning" generation=1 worker=1 delay=\S+ failures=\d`,
+		`msg="worker respawning" generation=1 worker=1 delay=0s failures=0`,
 		fmt.Sprintf(`msg="worker started" generation=1 worker=1 pid=%d`, newPID),
 		fmt.Sprintf(`msg=ready generation=1 worker=1 pid=%d`, newPID),
 	} {

@@ -351,9 +351,11 @@ func (v *Service) onLost(l *life, ev evLost) {
 // nothing new begun after. A loss that comes later still counts: its
 // worker was lost while it served.
 func (v *Service) end(l *life, lost error) {
-	var cause error
-	if lost != nil {
+	cause := lost
+	if lost != nil && !errors.Is(lost, errGaveUp) {
 		cause = fmt.Errorf("generation lost %w", lost)
+	}
+	if cause != nil {
 		l.endErr = errors.Join(l.endErr, cause)
 	}
 	if l.ending {
