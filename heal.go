@@ -78,7 +78,7 @@ type slotState struct {
 	failures int         // consecutive, for the backoff
 	since    time.Time   // when its worker became ready (for the first, when the generation began to serve)
 	busy     bool        // a replacement runs for it
-	lost     bool        // its worker was lost while busy: a failed recycle must respawn it
+	lostPID  int         // a worker of the slot lost while busy: the old one of a recycle, or the replacement itself
 	lostAt   time.Time   // when its worker was lost, for the respawned line
 	timer    *time.Timer // a respawn or a recycle waits for its backoff
 }
@@ -136,16 +136,24 @@ func (v *Service) onWorkerLost(l *life, ev evLost) {
 	}
 	s := l.heal.slot(we.Index)
 	if s.busy {
-		s.lost = true
+		// The replacement's end decides: the old worker of a recycle
+		// needs none, a replacement lost as it became ready does.
+		s.lostPID = we.PID
 		return
 	}
 	s.lostAt = now
-	if now.Sub(s.since) < v.heal.Steady {
+	v.lostNow(l, we.Index, s)
+}
+
+// lostNow respawns the worker of slot s just lost: a failure if it had
+// not served steadily.
+func (v *Service) lostNow(l *life, slot int, s *slotState) {
+	if time.Since(s.since) < v.heal.Steady {
 		s.failures++
 	} else {
 		s.failures = 0
 	}
-	v.respawnAfter(l, we.Index, s)
+	v.respawnAfter(l, slot, s)
 }
 
 // overBudget counts a loss or failed replacement at now against the
@@ -256,8 +264,8 @@ func (v *Service) nextRecycle(l *life) {
 		slot := h.queued[0]
 		h.queued = h.queued[1:]
 		s := h.slot(slot)
-		if s.busy {
-			continue
+		if s.busy || s.timer != nil {
+			continue // its worker was lost: a respawn replaces it
 		}
 		s.busy, h.recycling = true, true
 		v.log.Info("worker recycling", "generation", h.gen.number(), "worker", slot)
@@ -284,13 +292,19 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 	case ev.err != nil:
 		v.replaceFailed(l, ev, s)
 	case ev.recycle:
-		s.since, s.lost = time.Now(), false
+		s.since = time.Now()
 		v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
 			"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID)
 	default:
 		s.since = time.Now()
 		v.log.Info("worker respawned", "generation", ev.gen.number(), "worker", ev.slot,
 			"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "after", s.since.Sub(s.lostAt).Round(100*time.Microsecond))
+	}
+	lost := s.lostPID
+	s.lostPID = 0
+	if ev.err == nil && lost == ev.r.NewPID && !l.ending {
+		s.lostAt = time.Now()
+		v.lostNow(l, ev.slot, s) // the replacement was lost before run saw it ready
 	}
 	v.nextRecycle(l)
 }
@@ -306,9 +320,8 @@ func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState) {
 		return
 	}
 	s.failures++
-	if !ev.recycle || s.lost {
-		s.lost = false
-		v.respawnAfter(l, ev.slot, s)
+	if !ev.recycle || s.lostPID != 0 {
+		v.respawnAfter(l, ev.slot, s) // the old worker of the recycle was lost meanwhile
 		return
 	}
 	delay := v.backoff(s.failures)

@@ -207,6 +207,36 @@ func TestWorkerCrashingOnEverySecondStartIsRespawned(t *testing.T) {
 	}
 }
 
+// lostFirst is a generation whose first replacement is reported only
+// once the loss of the new worker has been: the loss reaches the
+// lifecycle loop while the slot's replacement still runs.
+type lostFirst struct {
+	*Supervisor
+	h     *harness
+	calls atomic.Int32
+}
+
+func (g *lostFirst) replace(ctx context.Context, slot int, recycle bool) (replacement, error) {
+	r, err := g.Supervisor.replace(ctx, slot, recycle)
+	if err == nil && g.calls.Add(1) == 1 {
+		lost := regexp.MustCompile(fmt.Sprintf(`msg="worker lost" generation=\d+ worker=%d pid=%d`, slot, r.NewPID))
+		for deadline := time.Now().Add(10 * time.Second); !lost.MatchString(g.h.readLogs()) && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return r, err
+}
+
+func TestReplacementLostBeforeItsReadyIsSeenIsRespawned(t *testing.T) {
+	h := newHealHarness(t, 2, map[int]string{1: faultCrashEverySecond}, testHeal)
+	h.wrap = func(sup *Supervisor, _ reports) generation { return &lostFirst{Supervisor: sup, h: h.harness} }
+	h.start()
+	kill(h.servingPIDs()[1])
+	// Start 2 crashes once ready, and its loss comes first; start 3 serves.
+	third := h.waitLog(`msg="worker started" generation=1 worker=1 pid=\d+(?s:.*)msg="worker started" generation=1 worker=1 pid=\d+(?s:.*)msg="worker started" generation=1 worker=1 pid=(\d+)`)
+	h.waitLog(`msg="worker respawned" generation=1 worker=1 old_pid=\d+ new_pid=` + third[1])
+}
+
 func TestFailedReplacementNeverStopsItsSiblings(t *testing.T) {
 	policy := testHeal
 	policy.MaxRestarts = 10

@@ -574,6 +574,13 @@ m_recycle-kill() {
 	edit slot.go '{{drain, syscall.SIGTERM}, {force, syscall.SIGKILL}}' '{{drain, syscall.SIGTERM}, {force, syscall.SIGTERM}}'
 }
 
+mutant lost-busy "a replacement lost before the loop saw it ready is respawned: no loss dropped" \
+	"a loss taken while its slot's replacement runs is dropped" \
+	"TestReplacementLostBeforeItsReadyIsSeenIsRespawned"
+m_lost-busy() {
+	edit heal.go 'if ev.err == nil && lost == ev.r.NewPID && !l.ending {' 'if false {'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
