@@ -353,9 +353,9 @@ func (s *Supervisor) escalate(began time.Time, drain time.Duration) error {
 		// A rollback before commit: no worker accepts, so there is nothing
 		// to drain, and terminating them all at once is the plan, not a
 		// worker outliving a deadline.
-		s.log.Info("terminating every worker: nothing to drain before commit", "workers", len(s.all), "kill_after", force)
+		s.log.Info("terminating every worker: nothing to drain before commit", "workers", len(s.survivors()), "kill_after", force)
 	} else {
-		s.log.Info("stop begun", "workers", len(s.all), "terminate_after", drain, "kill_after", force)
+		s.log.Info("stop begun", "workers", len(s.survivors()), "terminate_after", drain, "kill_after", force)
 	}
 	for _, p := range s.all {
 		p.stdin.Close() // EOF is the drain signal

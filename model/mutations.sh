@@ -458,7 +458,7 @@ mutant respawn "a lost serving worker is replaced in its slot, the others servin
 	"a loss is logged and left: the slot stays empty" \
 	"TestLostWorkerIsRespawnedInItsSlot"
 m_respawn() {
-	edit heal.go '	v.respawnAfter(l, we.Index, s)
+	edit heal.go '	v.respawnAfter(l, slot, s)
 }' '}'
 }
 
@@ -562,9 +562,9 @@ mutant recycle-budget "a recycle does not count against the budget" \
 	"TestRecycleStartsTheReplacementFirst"
 m_recycle-budget() {
 	edit heal.go '	case ev.recycle:
-		s.since, s.lost = time.Now(), false' '	case ev.recycle:
+		s.since = time.Now()' '	case ev.recycle:
 		v.overBudget(l, time.Now(), errors.New("recycled"))
-		s.since, s.lost = time.Now(), false'
+		s.since = time.Now()'
 }
 
 mutant recycle-kill "a retired worker that ignores SIGTERM is killed at the force deadline" \
