@@ -327,7 +327,7 @@ func askToRecycle(rt *workerRuntime, out *lineWriter, drained <-chan struct{}) {
 	case <-drained:
 		return
 	}
-	rt.log.Info("worker asks to be recycled", "reason", why)
+	rt.log.Info("worker at its limit, asking to be recycled", "reason", why)
 	if err := out.send(message{Type: msgRecycle, Reason: why}); err != nil {
 		rt.log.Warn("ask to be recycled", "err", err)
 	}
