@@ -290,6 +290,10 @@ func (s *Supervisor) await(ctx context.Context, procs []*workerProc, events <-ch
 				ev.proc.startingAt = time.Now()
 				continue
 			}
+			if ev.recycle() {
+				s.recycleAsked(ev.proc, ev.msg.Reason) // held until the generation serves
+				continue
+			}
 			if err := ev.advance(want); err != nil {
 				return err
 			}
@@ -346,6 +350,12 @@ func (p *workerProc) doing() string {
 func (ev event) starting() bool {
 	p := ev.proc
 	return ev.err == nil && ev.msg.Type == msgStarting && p.stage == stageStarted && p.startingAt.IsZero()
+}
+
+// recycle reports whether ev is a ready worker's request to be recycled,
+// which may come while the barrier still waits for others: no failure.
+func (ev event) recycle() bool {
+	return ev.err == nil && ev.msg.Type == msgRecycle && ev.proc.stage == stageReady
 }
 
 // advance moves the event's worker to want if the event is the message

@@ -48,10 +48,12 @@ type (
 		gen  generation
 		slot int
 	}
-	evRecycle struct { // the worker in slot asks to be recycled
-		gen  generation
-		slot int
-		why  string
+	evRecycle struct { // the worker pid in slot asks to be recycled
+		gen   generation
+		slot  int
+		pid   int
+		why   string
+		retry bool // the retry of a recycle that failed: its timer fired
 	}
 	evReplaced struct { // a replace returned
 		gen     generation
@@ -69,23 +71,33 @@ type healing struct {
 	ctx       context.Context // ends when gen stops serving: its replacements roll back
 	cancel    context.CancelFunc
 	slots     map[int]*slotState
-	recycling bool  // a recycle runs: one at a time, so at most N+1 workers live
-	queued    []int // slots whose workers asked to be recycled meanwhile, in order
+	recycling bool         // a recycle runs: one at a time, so at most N+1 workers live
+	queued    []recycleAsk // workers that asked to be recycled meanwhile, in order
 }
+
+// recycleAsk is a worker's request to be recycled.
+type recycleAsk struct{ slot, pid int }
 
 // slotState is one slot of the serving generation.
 type slotState struct {
-	failures int         // consecutive, for the backoff
-	since    time.Time   // when its worker became ready (for the first, when the generation began to serve)
-	busy     bool        // a replacement runs for it
-	lostPID  int         // a worker of the slot lost while busy: the old one of a recycle, or the replacement itself
+	pid      int       // its worker; a loss of any other is of a worker that left the slot
+	failures int       // consecutive, for the backoff
+	since    time.Time // when its worker became ready (for the first, when the generation began to serve)
+	// busy: a replacement runs for the slot, or waits for its backoff.
+	// Its end decides what a loss meanwhile means: lostPIDs.
+	busy     bool
+	lostPIDs []int
 	lostAt   time.Time   // when its worker was lost, for the respawned line
-	timer    *time.Timer // a respawn or a recycle waits for its backoff
+	recycled time.Time   // when its recycle began, for the recycled line
+	timer    *time.Timer // a respawn waits for its backoff, or a failed recycle for its retry
 }
 
 func newHealing(gen generation) *healing {
 	h := &healing{gen: gen, began: time.Now(), slots: map[int]*slotState{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	for i, pid := range gen.pids() {
+		h.slots[i] = &slotState{pid: pid, since: h.began}
+	}
 	return h
 }
 
@@ -104,11 +116,17 @@ func (h *healing) slot(i int) *slotState {
 func (h *healing) end() {
 	h.cancel()
 	for _, s := range h.slots {
-		if s.timer != nil {
-			s.timer.Stop()
-		}
+		s.wait(nil)
 	}
 	h.queued = nil
+}
+
+// wait replaces the slot's pending timer, if any, by t.
+func (s *slotState) wait(t *time.Timer) {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timer = t
 }
 
 // heals reports whether ev is a loss run answers with a respawn: one of a
@@ -121,28 +139,26 @@ func (v *Service) heals(l *life, ev evLost) bool {
 
 // onWorkerLost answers the loss of a serving worker: once the end has
 // begun, nothing; past the budget, the end; otherwise a respawn of its
-// slot, at once or after the slot's backoff. A slot whose replacement
-// runs already (a recycle) is left to it.
+// slot, at once or after the slot's backoff. A loss in a busy slot is
+// left to the end of its replacement (onReplaced), and the loss of a
+// worker that has left its slot (a recycled one whose report came late)
+// needs nothing.
 func (v *Service) onWorkerLost(l *life, ev evLost) {
 	var we *workerError
 	errors.As(ev.err, &we)
-	if l.ending {
-		v.log.Info("worker lost as the service ends", "generation", ev.gen.number(), "worker", we.Index)
-		return
-	}
-	now := time.Now()
-	if v.overBudget(l, now, ev.err) {
-		return
-	}
 	s := l.heal.slot(we.Index)
-	if s.busy {
-		// The replacement's end decides: the old worker of a recycle
-		// needs none, a replacement lost as it became ready does.
-		s.lostPID = we.PID
-		return
+	switch {
+	case l.ending:
+		v.log.Info("worker lost as the service ends", "generation", ev.gen.number(), "worker", we.Index)
+	case !s.busy && we.PID != s.pid:
+		v.log.Info("worker lost after it left its slot", "generation", ev.gen.number(), "worker", we.Index, "pid", we.PID)
+	case v.overBudget(l, time.Now(), ev.err):
+	case s.busy:
+		s.lostPIDs = append(s.lostPIDs, we.PID)
+	default:
+		s.lostAt = time.Now()
+		v.lostNow(l, we.Index, s)
 	}
-	s.lostAt = now
-	v.lostNow(l, we.Index, s)
 }
 
 // lostNow respawns the worker of slot s just lost: a failure if it had
@@ -179,16 +195,18 @@ func (v *Service) overBudget(l *life, now time.Time, err error) bool {
 var errGaveUp = errors.New("giving up")
 
 // respawnAfter respawns slot's worker after the slot's backoff: at once
-// after a steady worker's loss.
+// after a steady worker's loss. The slot is busy from now on.
 func (v *Service) respawnAfter(l *life, slot int, s *slotState) {
+	s.busy = true
 	delay := v.backoff(s.failures)
 	v.log.Info("worker respawning", "generation", l.heal.gen.number(), "worker", slot, "delay", delay, "failures", s.failures)
 	if delay == 0 {
+		s.wait(nil)
 		v.respawn(l, slot)
 		return
 	}
 	gen := l.heal.gen
-	s.timer = time.AfterFunc(delay, func() { v.send(evRespawn{gen, slot}) })
+	s.wait(time.AfterFunc(delay, func() { v.send(evRespawn{gen, slot}) }))
 }
 
 // backoff is the delay before a slot's next replacement after failures
@@ -210,12 +228,9 @@ func (v *Service) backoff(failures int) time.Duration {
 // generation no longer serves.
 func (v *Service) respawn(l *life, slot int) {
 	h := l.heal
-	s := h.slot(slot)
-	s.timer = nil
 	if l.ending || h.ctx.Err() != nil {
 		return
 	}
-	s.busy = true
 	v.replaceIn(h, slot, false)
 }
 
@@ -233,6 +248,7 @@ func (v *Service) replaceIn(h *healing, slot int, recycle bool) {
 // serves.
 func (v *Service) onRespawn(l *life, ev evRespawn) {
 	if l.heal != nil && ev.gen == l.heal.gen {
+		l.heal.slot(ev.slot).timer = nil
 		v.respawn(l, ev.slot)
 	}
 }
@@ -244,39 +260,55 @@ func (v *Service) onRecycle(l *life, ev evRecycle) {
 	if h == nil || ev.gen != h.gen || l.ending {
 		return
 	}
-	h.slot(ev.slot).timer = nil
-	if !slices.Contains(h.queued, ev.slot) {
-		h.queued = append(h.queued, ev.slot)
+	s := h.slot(ev.slot)
+	if ev.retry {
+		if s.busy {
+			return // a respawn took the slot over
+		}
+		s.timer = nil
 	}
-	v.log.Info("worker recycle queued", "generation", ev.gen.number(), "worker", ev.slot, "reason", ev.why)
+	ask := recycleAsk{ev.slot, ev.pid}
+	if !slices.Contains(h.queued, ask) {
+		h.queued = append(h.queued, ask)
+	}
+	v.log.Info("worker recycle queued", "generation", ev.gen.number(), "worker", ev.slot, "pid", ev.pid, "reason", ev.why)
 	v.nextRecycle(l)
 }
 
 // nextRecycle begins the next queued recycle, unless one runs, a reload
-// runs (which replaces every worker anyway) or the end began. A slot
-// whose worker is being respawned needs no recycle.
+// runs (which replaces every worker anyway) or the end began. A request
+// waits while its slot is busy (it may come from the replacement about to
+// be installed there) and is dropped once its worker has left the slot.
 func (v *Service) nextRecycle(l *life) {
 	h := l.heal
 	if h == nil || h.recycling || l.starting != nil || l.ending {
 		return
 	}
-	for len(h.queued) > 0 {
-		slot := h.queued[0]
-		h.queued = h.queued[1:]
-		s := h.slot(slot)
-		if s.busy || s.timer != nil {
-			continue // its worker was lost: a respawn replaces it
+	for i := 0; i < len(h.queued); i++ {
+		ask := h.queued[i]
+		s := h.slot(ask.slot)
+		switch {
+		case s.busy:
+			continue
+		case ask.pid != s.pid || s.timer != nil:
+			// left the slot, or its recycle failed and waits to retry
+		default:
+			s.busy, h.recycling, s.recycled = true, true, time.Now()
+			v.log.Info("worker recycling", "generation", h.gen.number(), "worker", ask.slot, "pid", ask.pid)
+			v.replaceIn(h, ask.slot, true)
 		}
-		s.busy, h.recycling = true, true
-		v.log.Info("worker recycling", "generation", h.gen.number(), "worker", slot)
-		v.replaceIn(h, slot, true)
-		return
+		h.queued = slices.Delete(h.queued, i, i+1)
+		if h.recycling {
+			return
+		}
+		i--
 	}
 }
 
 // onReplaced records how a replacement ended. One that failed counts
 // against the budget and backs its slot off: a respawn is tried again
-// after the backoff, and so is a recycle, whose old worker serves on.
+// after the backoff, and so is a recycle, whose old worker serves on. A
+// replacement that was lost before run saw it ready is respawned now.
 func (v *Service) onReplaced(l *life, ev evReplaced) {
 	h := l.heal
 	if h == nil || ev.gen != h.gen {
@@ -287,30 +319,33 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 	if ev.recycle {
 		h.recycling = false
 	}
+	lost := s.lostPIDs
+	s.lostPIDs = nil
 	switch {
 	case ev.err != nil && l.ending:
 	case ev.err != nil:
-		v.replaceFailed(l, ev, s)
-	case ev.recycle:
-		s.since = time.Now()
-		v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
-			"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID)
+		v.replaceFailed(l, ev, s, lost)
 	default:
-		s.since = time.Now()
-		v.log.Info("worker respawned", "generation", ev.gen.number(), "worker", ev.slot,
-			"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "after", s.since.Sub(s.lostAt).Round(100*time.Microsecond))
-	}
-	lost := s.lostPID
-	s.lostPID = 0
-	if ev.err == nil && lost == ev.r.NewPID && !l.ending {
-		s.lostAt = time.Now()
-		v.lostNow(l, ev.slot, s) // the replacement was lost before run saw it ready
+		s.pid, s.since = ev.r.NewPID, time.Now()
+		if ev.recycle {
+			v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
+				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
+		} else {
+			v.log.Info("worker respawned", "generation", ev.gen.number(), "worker", ev.slot,
+				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "after", since(s.lostAt))
+		}
+		if slices.Contains(lost, ev.r.NewPID) && !l.ending {
+			s.lostAt = time.Now()
+			v.lostNow(l, ev.slot, s) // lost before run saw it ready
+		}
 	}
 	v.nextRecycle(l)
 }
 
 // replaceFailed answers a replacement that failed before it was ready.
-func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState) {
+// lost are the slot's workers lost meanwhile: the old worker of a
+// recycle among them, the slot needs a respawn.
+func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState, lost []int) {
 	what := "respawn"
 	if ev.recycle {
 		what = "recycle"
@@ -320,12 +355,14 @@ func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState) {
 		return
 	}
 	s.failures++
-	if !ev.recycle || s.lostPID != 0 {
-		v.respawnAfter(l, ev.slot, s) // the old worker of the recycle was lost meanwhile
+	if !ev.recycle || slices.Contains(lost, s.pid) {
+		v.respawnAfter(l, ev.slot, s)
 		return
 	}
 	delay := v.backoff(s.failures)
 	v.log.Info("worker recycle retried later", "generation", ev.gen.number(), "worker", ev.slot, "delay", delay)
-	gen, slot := ev.gen, ev.slot
-	s.timer = time.AfterFunc(delay, func() { v.send(evRecycle{gen, slot, "the last recycle failed"}) })
+	gen, slot, pid := ev.gen, ev.slot, s.pid
+	s.wait(time.AfterFunc(delay, func() {
+		v.send(evRecycle{gen: gen, slot: slot, pid: pid, why: "the last recycle failed", retry: true})
+	}))
 }

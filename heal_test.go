@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,28 +210,46 @@ func TestWorkerCrashingOnEverySecondStartIsRespawned(t *testing.T) {
 }
 
 // lostFirst is a generation whose first replacement is reported only
-// once the loss of the new worker has been: the loss reaches the
-// lifecycle loop while the slot's replacement still runs.
+// once the lifecycle loop has taken the loss of the new worker: the loss
+// reaches the loop while the slot's replacement still runs.
 type lostFirst struct {
 	*Supervisor
-	h     *harness
 	calls atomic.Int32
+	mu    sync.Mutex
+	taken map[int]bool // pids whose loss the loop has taken
 }
 
 func (g *lostFirst) replace(ctx context.Context, slot int, recycle bool) (replacement, error) {
 	r, err := g.Supervisor.replace(ctx, slot, recycle)
 	if err == nil && g.calls.Add(1) == 1 {
-		lost := regexp.MustCompile(fmt.Sprintf(`msg="worker lost" generation=\d+ worker=%d pid=%d`, slot, r.NewPID))
-		for deadline := time.Now().Add(10 * time.Second); !lost.MatchString(g.h.readLogs()) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(10 * time.Second); !g.lostTaken(r.NewPID) && time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	return r, err
 }
 
+func (g *lostFirst) lostTaken(pid int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.taken[pid]
+}
+
 func TestReplacementLostBeforeItsReadyIsSeenIsRespawned(t *testing.T) {
 	h := newHealHarness(t, 2, map[int]string{1: faultCrashEverySecond}, testHeal)
-	h.wrap = func(sup *Supervisor, _ reports) generation { return &lostFirst{Supervisor: sup, h: h.harness} }
+	h.wrap = func(sup *Supervisor, r reports) generation {
+		g := &lostFirst{Supervisor: sup, taken: map[int]bool{}}
+		sup.onLost = func(err error) {
+			r.lost(err) // returns once the loop has taken it
+			var we *workerError
+			if errors.As(err, &we) {
+				g.mu.Lock()
+				g.taken[we.PID] = true
+				g.mu.Unlock()
+			}
+		}
+		return g
+	}
 	h.start()
 	kill(h.servingPIDs()[1])
 	// Start 2 crashes once ready, and its loss comes first; start 3 serves.
@@ -280,7 +300,7 @@ func TestStopDuringABackoffEndsPromptly(t *testing.T) {
 
 func TestReloadCancelsThePendingRespawns(t *testing.T) {
 	policy := testHeal
-	policy.Backoff = 500 * time.Millisecond
+	policy.Backoff, policy.BackoffCap = 5*time.Second, time.Minute
 	h := newHealHarness(t, 2, nil, policy)
 	h.start()
 	kill(h.servingPIDs()[1])
@@ -289,7 +309,6 @@ func TestReloadCancelsThePendingRespawns(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitRetired()
-	time.Sleep(800 * time.Millisecond) // past the backoff
 	if n := strings.Count(h.readLogs(), `msg="worker started" generation=1 worker=1`); n != 1 {
 		t.Errorf("generation 1 started %d workers in slot 1; want its first only: the reload cancels its respawn", n)
 	}
@@ -387,4 +406,41 @@ func TestRecycledWorkerThatIgnoresSIGTERMIsKilledAtTheForceDeadline(t *testing.T
 	if code, _, err := get(h.addr, "/"); err != nil || code != 200 {
 		t.Errorf("GET / = %d, %v after the recycle; want 200", code, err)
 	}
+}
+
+func TestRecyclesKeepAtMostNPlusOneWorkersAlive(t *testing.T) {
+	// Workers that ignore their drain and SIGTERM live until the force
+	// deadline after their recycle: the next recycle must wait for that.
+	h := newHealHarness(t, 2, map[int]string{0: faultStubborn, 1: faultStubborn}, testHeal, func(c *supervisorConfig) {
+		c.MaxRequests = 10
+		c.DrainTimeout, c.ForceTimeout = 200*time.Millisecond, 500*time.Millisecond
+		c.Runtime.DrainTimeout = c.DrainTimeout
+	})
+	h.start()
+	most := 0
+	for deadline := time.Now().Add(15 * time.Second); strings.Count(h.readLogs(), `msg="worker recycled"`) < 3; {
+		if time.Now().After(deadline) {
+			t.Fatal("fewer than 3 recycles in 15s")
+		}
+		get(h.addr, "/")
+		alive := 0
+		for _, pid := range h.startedPIDs() {
+			if !gone(pid) {
+				alive++
+			}
+		}
+		most = max(most, alive)
+	}
+	if most > 3 {
+		t.Errorf("%d workers alive at once during recycles of 2; want at most 3", most)
+	}
+}
+
+func TestRecycleRequestDuringTheBarrierWaitsUntilTheGenerationServes(t *testing.T) {
+	// Worker 0 reaches its age while worker 1 is still to report ready.
+	h := newHealHarness(t, 2, map[int]string{1: faultSlowReady}, testHeal, func(c *supervisorConfig) {
+		c.MaxAge = 50 * time.Millisecond
+	})
+	h.start()
+	h.waitLog(`msg="worker recycled" generation=1 worker=0`)
 }

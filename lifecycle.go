@@ -226,7 +226,7 @@ func (v *Service) begin(l *life, ctx context.Context, replies []chan error) {
 	var gen generation
 	gen = v.build(l.numbered, keys, reports{
 		lost:    func(err error) { v.send(evLost{gen, err}) },
-		recycle: func(slot int, why string) { v.send(evRecycle{gen, slot, why}) },
+		recycle: func(slot, pid int, why string) { v.send(evRecycle{gen: gen, slot: slot, pid: pid, why: why}) },
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	l.starting = &startingGen{gen: gen, cancel: cancel, replies: replies}

@@ -152,8 +152,8 @@ type buildFunc func(n int, keys [][]byte, r reports) generation
 // reports is how a ready generation tells the lifecycle loop about its
 // workers.
 type reports struct {
-	lost    func(error)                // a worker was lost (a *workerError, for worker processes)
-	recycle func(slot int, why string) // the worker in slot asks to be recycled
+	lost    func(error)                     // a worker was lost (a *workerError, for worker processes)
+	recycle func(slot, pid int, why string) // the worker pid in slot asks to be recycled
 }
 
 // workerGenerations returns what builds each generation of worker

@@ -32,8 +32,9 @@ var errGenerationStopping = errors.New("the generation is stopping")
 // the lost one has been reaped, so a slot has two live workers only
 // during a recycle; for a recycle it starts the replacement beside the
 // serving worker and, once the replacement is ready, retires the old one
-// with the usual drain. It blocks until the replacement is ready, or has
-// failed and is gone, or ctx or the generation's stop ended it.
+// with the usual drain. It blocks until the replacement is ready (and,
+// for a recycle, the old worker has gone), or has failed and is gone, or
+// ctx or the generation's stop ended it.
 func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (replacement, error) {
 	s.mu.Lock()
 	old := s.procs[slot]
@@ -63,7 +64,13 @@ func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (repla
 	}
 	go s.watch(p.events)
 	if recycle {
+		// Not done until the old worker has gone, so the next recycle
+		// never spawns while it still drains: at most N+1 live.
 		s.retire(old, s.cfg.DrainTimeout)
+		select {
+		case <-old.exited:
+		case <-s.joins.Done():
+		}
 	}
 	return replacement{OldPID: old.pid, NewPID: p.pid}, nil
 }

@@ -68,9 +68,10 @@ type Supervisor struct {
 	// default the generation stops itself: the design record's fixed
 	// generation.
 	onLost func(error)
-	// onRecycle is called when the worker in slot asks to be recycled,
-	// with its reason; by default nothing is done.
-	onRecycle func(slot int, why string)
+	// onRecycle is called when the worker pid in slot asks to be
+	// recycled, with its reason, once the generation serves; by default
+	// nothing is done.
+	onRecycle func(slot, pid int, why string)
 	// readTLS, when set, reads the TLS identity again before Start spawns
 	// anything: a reload serves a renewed certificate. nil: cfg's.
 	readTLS func() (*tlsIdentity, error)
@@ -86,6 +87,11 @@ type Supervisor struct {
 	startDone chan struct{} // closed when Start returns; nil until it is called
 	stopping  bool
 	cause     error // why the generation stops: a failed start, a lost worker; nil if asked
+	// served: serve was called, and recycle requests go to onRecycle;
+	// until then they wait in early (a worker may reach its limit before
+	// its generation serves, even within its barrier).
+	served bool
+	early  []*workerProc
 
 	// spawnMu is held by replace across its check that the stop has not
 	// begun and its spawn, and taken once by the stop after it began, so
@@ -130,7 +136,7 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 	}
 	s.joins, s.cancelJoins = context.WithCancel(context.Background())
 	s.onLost = func(err error) { s.stopWith(fmt.Errorf("generation lost %w", err), cfg.DrainTimeout) }
-	s.onRecycle = func(int, string) {}
+	s.onRecycle = func(int, int, string) {}
 	return s
 }
 
@@ -250,12 +256,43 @@ func (s *Supervisor) tlsAgain() error {
 	return nil
 }
 
-// serve does nothing but hand over the ticket keys as they are now:
-// workers accept from their commit on. It is the lifecycle loop's
-// promotion of a ready generation (generation.serve).
+// serve hands over the ticket keys as they are now (workers accept from
+// their commit on) and passes on the recycle requests that came before.
+// It is the lifecycle loop's promotion of a ready generation
+// (generation.serve), called from the loop itself, so it blocks on
+// nothing: what reports to the loop does so in a goroutine.
 func (s *Supervisor) serve(seq uint64, keys [][]byte) {
 	if keys != nil {
 		go s.sendTicketKeys(seq, keys)
+	}
+	s.mu.Lock()
+	s.served = true
+	early := s.early
+	s.early = nil
+	s.mu.Unlock()
+	for _, p := range early {
+		go s.onRecycle(p.index, p.pid, p.recycleWhy)
+	}
+}
+
+// recycleAsked takes a worker's first request to be recycled: passed on
+// once the generation serves, held until then, dropped once the worker
+// left its slot or the stop began.
+func (s *Supervisor) recycleAsked(p *workerProc, why string) {
+	s.mu.Lock()
+	if s.stopping || p.gone || p.asked {
+		s.mu.Unlock()
+		return
+	}
+	p.asked, p.recycleWhy = true, why
+	served := s.served
+	if !served {
+		s.early = append(s.early, p)
+	}
+	s.mu.Unlock()
+	s.log.Info("worker asks to be recycled", "worker", p.index, "pid", p.pid, "reason", why)
+	if served {
+		s.onRecycle(p.index, p.pid, why)
 	}
 }
 
@@ -413,10 +450,8 @@ func (s *Supervisor) observe(ev event) {
 		return
 	}
 	if ev.err == nil && ev.msg.Type == msgRecycle && !p.asked {
-		p.asked = true
 		s.mu.Unlock()
-		s.log.Info("worker asks to be recycled", "worker", p.index, "pid", p.pid, "reason", ev.msg.Reason)
-		s.onRecycle(p.index, ev.msg.Reason)
+		s.recycleAsked(p, ev.msg.Reason)
 		return
 	}
 	p.gone = true
@@ -558,8 +593,9 @@ type workerProc struct {
 	status     error         // cmd.Wait's result; read after exited
 	readerDone chan struct{} // closed once its output is read to the end
 	// Under the Supervisor's mu:
-	gone  bool // it left its slot: lost, replaced, or a replacement that failed
-	asked bool // it asked to be recycled
+	gone       bool   // it left its slot: lost, replaced, or a replacement that failed
+	asked      bool   // it asked to be recycled
+	recycleWhy string // why it asked
 
 	mu          sync.Mutex
 	stats       *workerStats

@@ -476,7 +476,9 @@ mutant respawn-reaped "a respawn starts only once the lost worker is reaped: at 
 	"the replacement starts beside a lost worker that still runs" \
 	"TestRespawnWaitsUntilTheLostWorkerHasExited"
 m_respawn-reaped() {
-	edit slot.go '		case <-old.exited:' '		default:'
+	edit slot.go '		case <-old.exited:
+		case <-ctx.Done():' '		default:
+		case <-ctx.Done():'
 }
 
 mutant backoff "a slot that keeps failing backs off, doubling, with jitter" \
@@ -508,10 +510,12 @@ mutant healed-exit "a loss that was healed does not fail the exit status" \
 	"every loss fails the end" \
 	"TestStopDuringABackoffEndsPromptly"
 m_healed-exit() {
-	edit heal.go '	now := time.Now()
-	if v.overBudget(l, now, ev.err) {' '	l.endErr = errors.Join(l.endErr, ev.err)
-	now := time.Now()
-	if v.overBudget(l, now, ev.err) {'
+	edit heal.go '	switch {
+	case l.ending:
+		v.log.Info("worker lost as the service ends"' '	l.endErr = errors.Join(l.endErr, ev.err)
+	switch {
+	case l.ending:
+		v.log.Info("worker lost as the service ends"'
 }
 
 mutant reload-heal "a reload cancels the old generation's respawns; the new one heals its own" \
@@ -561,10 +565,10 @@ mutant recycle-budget "a recycle does not count against the budget" \
 	"each recycle counts as a loss" \
 	"TestRecycleStartsTheReplacementFirst"
 m_recycle-budget() {
-	edit heal.go '	case ev.recycle:
-		s.since = time.Now()' '	case ev.recycle:
-		v.overBudget(l, time.Now(), errors.New("recycled"))
-		s.since = time.Now()'
+	edit heal.go '		if ev.recycle {
+			v.log.Info("worker recycled"' '		if ev.recycle {
+			v.overBudget(l, time.Now(), errors.New("recycled"))
+			v.log.Info("worker recycled"'
 }
 
 mutant recycle-kill "a retired worker that ignores SIGTERM is killed at the force deadline" \
@@ -578,7 +582,22 @@ mutant lost-busy "a replacement lost before the loop saw it ready is respawned: 
 	"a loss taken while its slot's replacement runs is dropped" \
 	"TestReplacementLostBeforeItsReadyIsSeenIsRespawned"
 m_lost-busy() {
-	edit heal.go 'if ev.err == nil && lost == ev.r.NewPID && !l.ending {' 'if false {'
+	edit heal.go 'if slices.Contains(lost, ev.r.NewPID) && !l.ending {' 'if false {'
+}
+
+mutant recycle-wait "a recycle ends only once the old worker has gone: at most N+1 live" \
+	"the next recycle may spawn while the old worker still drains" \
+	"TestRecyclesKeepAtMostNPlusOneWorkersAlive"
+m_recycle-wait() {
+	edit slot.go '		case <-old.exited:
+		case <-s.joins.Done():' '		default:'
+}
+
+mutant recycle-barrier "a worker may ask to be recycled before its generation serves" \
+	"a recycle request in the barrier fails the start" \
+	"TestRecycleRequestDuringTheBarrierWaitsUntilTheGenerationServes"
+m_recycle-barrier() {
+	edit barrier.go '			if ev.recycle() {' '			if false && ev.recycle() {'
 }
 
 # ------------------------------------------------------------- helpers
