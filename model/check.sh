@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# model/check.sh -- model-check model/lifecycle.pml and model/reload.pml
-# with spin.
+# model/check.sh -- model-check model/lifecycle.pml, model/reload.pml and
+# model/heal.pml with spin.
 #
 # lifecycle.pml (one generation): for N = 2 and N = 3 workers it runs
 # exhaustive searches (no bitstate, no hash compaction):
@@ -19,6 +19,15 @@
 # SIGHUPs that do not coalesce, a loss reported after a promotion dropped,
 # a generation's stop that ends before its loss is reported -- each of
 # which spin must catch by its assertion or its ltl formula.
+#
+# heal.pml (the serving generation heals: respawn, backoff, restart
+# budget, recycle and stop, N = 2 slots): a safety search in each of four
+# configurations (see heal_configs below) and a no_cycles search in one;
+# then five broken copies, each of which breaks one of its properties
+# (P1-P5), and four "as-is" copies, each of which puts back what heal.go
+# or slot.go did before the defects the model found were fixed (FIX A1,
+# A2, B, C in heal.pml). spin must catch every one by its property's assertion. This
+# section runs after the others, and its time is reported on its own.
 #
 # Any error, counterexample or incomplete search fails the script. Files
 # pan writes stay in a temporary directory. JOBS (default 2) searches run
@@ -41,6 +50,23 @@ reload_configs=(
 	"C|-DHUPS=2 -DFAULTY=0 -DDEATH|safety orphans_end"
 )
 reload_safety_ltl="no_early_accept"
+heal_model="$here/heal.pml"
+# heal.pml's configurations: name, spin -D flags, and its searches. The
+# faults a run may have (LOSSES workers lost after ready, FAILS
+# replacements failing before prepared, RECYCLES recycle requests), the
+# restart budget (MAXR), and the operator's stop at any moment (OPSTOP).
+# A: a recycle whose old or new worker is lost, and another loss; B:
+# recycles queued, one at a time, failing and retried, a loss, past the
+# budget; C: the stop at any moment of a respawn or a recycle; D:
+# respawns, their failures and backoff, past the budget, and the stop at
+# any moment. no_cycles runs on B, whose recycle retries and respawns
+# after failures are the model's longest loops.
+heal_configs=(
+	"A|-DLOSSES=2 -DFAILS=0 -DRECYCLES=1 -DMAXR=2|safety"
+	"B|-DLOSSES=1 -DFAILS=1 -DRECYCLES=2 -DMAXR=1|safety no_cycles"
+	"C|-DOPSTOP -DLOSSES=1 -DFAILS=0 -DRECYCLES=1 -DMAXR=2|safety"
+	"D|-DOPSTOP -DLOSSES=2 -DFAILS=1 -DRECYCLES=0 -DMAXR=1|safety"
+)
 depth=100000        # pan -m; the searches reach depth ~260
 safety_ltl="no_early_accept start_ok_all_ready"   # [] p: a safety search suffices
 liveness_ltl="start_returns stop_ends orphans_end lost_worker_stops"
@@ -218,6 +244,114 @@ done
 bg "$b" pan.log ./pan -m$depth
 bg "$b/claim" pan.log ./pan -m$depth -N no_early_accept
 wait
+
+# ------------------------------------------------------------- heal.pml
+# Its own phase: build, compile and search, timed.
+heal_start=$(date +%s)
+for c in "${heal_configs[@]}"; do
+	IFS='|' read -r name defs _ <<<"$c"
+	mkdir -p "$work/h$name"
+	cp "$heal_model" "$work/h$name/heal.pml"
+	(cd "$work/h$name" && spin -a $defs heal.pml >spin.out)
+done
+# break_heal NAME FROM TO DEFS writes the copy with the one occurrence of
+# FROM replaced, and spin's analyser for it with DEFS.
+heal_broken=()
+break_heal() {
+	local d="$work/hb-$1"
+	mkdir -p "$d"
+	if ! python3 - "$heal_model" "$d/heal.pml" "$2" "$3" <<'PY'
+import sys
+src, dst, old, new = sys.argv[1:]
+s = open(src).read()
+if s.count(old) != 1:
+    sys.exit("the line to break occurs %d times" % s.count(old))
+open(dst, "w").write(s.replace(old, new))
+PY
+	then
+		echo "FAIL  heal.pml: the broken variant $1 does not apply"
+		exit 1
+	fi
+	(cd "$d" && spin -a $4 heal.pml >spin.out)
+	heal_broken+=("$1")
+}
+# P1: the barrier writes the commit with the config, before prepared
+break_heal early '		run Worker(w);' \
+	'		run Worker(w); commit[w] = true;  /* BROKEN */' "-DLOSSES=1 -DFAILS=0 -DRECYCLES=0"
+# P2: a respawn that does not wait for the lost worker's exit (a worker
+# lost by a bad line may still run)
+break_heal nowait '		:: !alive[old] -> skip                       /* <-old.exited */' \
+	'		:: true -> skip                              /* BROKEN */' "-DLOSSES=2 -DFAILS=0 -DRECYCLES=0"
+# P3: the stop does not take spawnMu
+break_heal nospawnmu '	atomic { !spawn_mu -> skip };' \
+	'	skip;                          /* BROKEN */' "-DOPSTOP -DLOSSES=1 -DFAILS=0 -DRECYCLES=0"
+# P4: the budget check off by one
+break_heal offbyone '#define OVER_BUDGET    (losses > MAXR)' \
+	'#define OVER_BUDGET    (losses > MAXR + 1)  /* BROKEN */' "-DLOSSES=2 -DFAILS=0 -DRECYCLES=0 -DMAXR=1"
+# P5: a loss while the slot is busy, ignored (not kept in s.lost)
+break_heal droplost '					:: busy[s] -> lost[s] = lost[s] | (1 << w)        /* s.lost */' \
+	'					:: busy[s] -> skip                           /* BROKEN */' "-DLOSSES=2 -DFAILS=0 -DRECYCLES=0"
+# as-is A1: a successful replacement ignores a loss of its new worker
+# taken while the slot was busy (Go: onReplaced ignores or clears s.lost)
+break_heal asis-A1 '					:: WAS_LOST(s, w) -> lost[s] = 0; respawnAfter(s, true)  /* FIX A1 */' \
+	'					:: false -> skip                         /* AS IS */' "-DLOSSES=2 -DFAILS=0 -DRECYCLES=0"
+# as-is A2: a loss of a worker that already left its slot respawns the
+# slot (Go: onWorkerLost does not know which worker the slot has)
+break_heal asis-A2 '					:: !busy[s] && w != known[s] -> skip  /* FIX A2: it had left its slot */' \
+	'					:: !busy[s] && w != known[s] -> respawnAfter(s, true)  /* AS IS */' "-DLOSSES=1 -DFAILS=0 -DRECYCLES=1"
+# as-is B: a slot is not busy while its respawn backs off
+break_heal asis-B '	:: true -> busy[s] = true; t_respawn[s] = true  /* FIX B: busy while it backs off */' \
+	'	:: true -> t_respawn[s] = true                  /* AS IS */' "-DLOSSES=1 -DFAILS=1 -DRECYCLES=1"
+# as-is C: a recycle ends as soon as it retired the old worker
+break_heal asis-C '	:: recycle -> (!alive[old] || g_stopping)   /* FIX C: wait for it, as abandon does */' \
+	'	:: recycle -> skip                          /* AS IS */' "-DLOSSES=0 -DFAILS=0 -DRECYCLES=2"
+
+for c in "${heal_configs[@]}"; do
+	IFS='|' read -r name _ searches <<<"$c"
+	d="$work/h$name"
+	bg "$d" cc_safety.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan_safety pan.c
+	if [[ " $searches " == *" no_cycles "* ]]; then
+		bg "$d" cc_np.log $cc -O2 -w -DNP -DNOCLAIM -o pan_np pan.c
+	fi
+done
+for v in "${heal_broken[@]}"; do
+	bg "$work/hb-$v" cc.log $cc -O2 -w -DSAFETY -DNOCLAIM -o pan pan.c
+done
+wait
+for c in "${heal_configs[@]}"; do
+	IFS='|' read -r name _ searches <<<"$c"
+	for p in $searches; do
+		f=pan_safety
+		[ "$p" = no_cycles ] && f=pan_np
+		if [ ! -x "$work/h$name/$f" ]; then
+			echo "FAIL  could not compile heal.pml ($name) $f:"
+			cat "$work/h$name"/cc*.log
+			exit 1
+		fi
+	done
+done
+for v in "${heal_broken[@]}"; do
+	if [ ! -x "$work/hb-$v/pan" ]; then
+		echo "FAIL  could not compile heal.pml broken copy $v:"
+		cat "$work/hb-$v/cc.log"
+		exit 1
+	fi
+done
+for c in "${heal_configs[@]}"; do       # no_cycles, the longest, first
+	IFS='|' read -r name _ searches <<<"$c"
+	if [[ " $searches " == *" no_cycles "* ]]; then
+		bg "$work/h$name" no_cycles.log ./pan_np -l -m$depth
+	fi
+done
+for c in "${heal_configs[@]}"; do
+	IFS='|' read -r name _ _ <<<"$c"
+	bg "$work/h$name" safety.log ./pan_safety -m$depth
+done
+for v in "${heal_broken[@]}"; do
+	bg "$work/hb-$v" pan.log ./pan -m$depth
+done
+wait
+heal_secs=$(($(date +%s) - heal_start))
 for n in 2 3; do
 	checks+=("n$n|N=$n safety+deadlock|safety.log" "n$n|N=$n no cycles|no_cycles.log")
 	for p in $safety_ltl $liveness_ltl; do checks+=("n$n|N=$n ltl $p|$p.log"); done
@@ -229,6 +363,15 @@ for c in "${reload_configs[@]}"; do
 		safety) checks+=("r$name|reload $name safety+deadlock|safety.log") ;;
 		no_cycles) checks+=("r$name|reload $name no cycles|no_cycles.log") ;;
 		*) checks+=("r$name|reload $name ltl $p|$p.log") ;;
+		esac
+	done
+done
+for c in "${heal_configs[@]}"; do
+	IFS='|' read -r name _ searches <<<"$c"
+	for p in $searches; do
+		case $p in
+		safety) checks+=("h$name|heal $name safety+deadlock|safety.log") ;;
+		no_cycles) checks+=("h$name|heal $name no cycles|no_cycles.log") ;;
 		esac
 	done
 done
@@ -302,6 +445,30 @@ for v in "early|R1|successor|the serving generation retired before the new one w
 	fi
 done
 
+# heal.pml's broken and as-is copies: each must fail the assertion of
+# its property (the text spin prints contains the marker).
+for v in "early|P1|saw_prep[w]|a commit written before the replacement's prepared" \
+	"nowait|P2|(nalive<=2)|a respawn beside its lost worker, still running" \
+	"nospawnmu|P3|(nalive==0)|a replacement spawned after the stop's snapshot (no spawnMu)" \
+	"offbyone|P4|(losses<=1)|a respawn past the restart budget" \
+	"droplost|P5|alive[cur[0]]|a loss while the slot was busy, dropped" \
+	"asis-A1|P5|alive[cur[0]]|a replacement lost before its evReplaced, not replaced" \
+	"asis-A2|P5|(nrepl==0)|a late loss respawning a slot whose worker serves" \
+	"asis-B|P5|(nrepl==0)|a recycle begun during a respawn's backoff" \
+	"asis-C|P2|(nalive<=2)|a recycle beside the previous recycle's draining worker"; do
+	IFS='|' read -r name prop marker what <<<"$v"
+	log="$work/hb-$name/pan.log"
+	if grep -Eq 'errors: [1-9]' "$log" && grep -E '^pan:1: assertion violated' "$log" | grep -Fq -- "$marker"; then
+		printf 'ok    %-34s spin reports %s violated (%s)\n' "broken: heal $name" "$prop" \
+			"$(grep -Eo 'at depth [0-9]+' "$log" | head -1)"
+	else
+		printf 'FAIL  %-34s %s went unnoticed\n' "broken: heal $name" "$what"
+		sed 's/^/    | /' "$log" | head -20
+		failed=1
+	fi
+done
+
+echo "heal.pml: ${heal_secs}s (build and search)"
 echo "total $(($(date +%s) - start))s"
 if [ "$failed" -ne 0 ]; then
 	echo "model check FAILED"
