@@ -324,6 +324,30 @@ func TestReloadRunsTheReplacedExecutableInTheNewWorkers(t *testing.T) {
 	s.assertNoWorkersLeft()
 }
 
+func TestRespawnRunsItsGenerationsExecutableAfterTheFileWasReplaced(t *testing.T) {
+	skipWithoutWorkers(t)
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/<pid>/exe, which only Linux has")
+	}
+	exe := filepath.Join(t.TempDir(), "servery")
+	copyExecutable(t, exe)
+	s := startInstalled(t, exe, "-dir", t.TempDir(), "-workers", "2")
+	old := generationPIDs(s, 1)
+	copyExecutable(t, exe) // a new release, not yet reloaded
+	kill(old[0])
+	waitLog(t, s, fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d`, old[0]))
+	pids := generationPIDs(s, 1)
+	fresh := pids[len(pids)-1]
+	if link, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", fresh)); link != exe+" (deleted)" {
+		t.Errorf("the replacement, pid %d, runs %q; want its generation's build, %s (deleted)", fresh, link, exe)
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Errorf("exit status %d; want 0", code)
+	}
+	s.assertNoWorkersLeft()
+}
+
 func TestIncompatibleReplacementExecutableFailsTheReload(t *testing.T) {
 	skipWithoutWorkers(t)
 	exe := filepath.Join(t.TempDir(), "servery")

@@ -80,6 +80,11 @@ type Supervisor struct {
 	rollback  bool       // Start failed and rolls the generation back; set before the stop begins
 	events    chan event // from the readers of Start's workers, in arrival order
 	readers   sync.WaitGroup
+	// exe is the executable the generation's workers run, opened once
+	// (selfCommand) and closed by release.
+	exeOnce sync.Once
+	exe     *os.File
+	exeErr  error
 
 	mu        sync.Mutex
 	procs     []*workerProc // the worker in each slot, by index: appended by Start, swapped by replace
@@ -128,12 +133,13 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 		cfg:    cfg,
 		ln:     ln,
 		log:    log.With("generation", cfg.Generation),
-		seam:   procSeam{command: selfCommand, signal: signalWorkerGroup},
+		seam:   procSeam{signal: signalWorkerGroup},
 		events: make(chan event),
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
 		keys:   cfg.Runtime.TicketKeys,
 	}
+	s.seam.command = s.selfCommand
 	s.joins, s.cancelJoins = context.WithCancel(context.Background())
 	s.onLost = func(err error) { s.stopWith(fmt.Errorf("generation lost %w", err), cfg.DrainTimeout) }
 	s.onRecycle = func(int, int, string) {}
@@ -145,15 +151,35 @@ func signalWorkerGroup(p *workerProc, sig os.Signal) error { return signalGroup(
 
 // selfCommand starts the parent's own executable with the parent's
 // command line, so a worker is the same build as its parent (`go run .`
-// included) and its App reads the same flags. The executable is looked up
-// at every spawn, so a generation started after the binary was replaced
-// runs the new one.
-func selfCommand(_ int, args []string) (*exec.Cmd, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
+// included) and its App reads the same flags. The generation opens the
+// executable at its first spawn and keeps it open until its stop: a
+// generation started after the binary was replaced runs the new one, and
+// a worker that replaces one in its slot runs its generation's build even
+// once the file has been replaced (where a process can run an open file:
+// Linux; elsewhere the file at the path then).
+func (s *Supervisor) selfCommand(_ int, args []string) (*exec.Cmd, error) {
+	s.exeOnce.Do(func() {
+		path, err := os.Executable()
+		if err == nil {
+			s.exe, err = os.Open(path)
+		}
+		if err != nil {
+			s.exeErr = fmt.Errorf("find own executable: %w", err)
+		}
+	})
+	if s.exeErr != nil {
+		return nil, s.exeErr
 	}
-	return exec.Command(exe, args...), nil
+	run := runPath(s.exe)
+	magic := make([]byte, 2)
+	if s.exe.ReadAt(magic, 0); string(magic) == "#!" {
+		// A script's interpreter opens it by the path it is given, after
+		// the exec has closed the descriptor: it runs by its name.
+		run = s.exe.Name()
+	}
+	cmd := exec.Command(run, args...)
+	cmd.Args[0] = s.exe.Name() // what the worker sees as its name
+	return cmd, nil
 }
 
 // Start starts the generation and blocks until every worker is ready. If
@@ -538,6 +564,10 @@ func (s *Supervisor) release() {
 		p.stdout.Close()
 	}
 	s.readers.Wait()
+	s.exeOnce.Do(func() {}) // what the one that opened it wrote, seen
+	if s.exe != nil {
+		s.exe.Close()
+	}
 }
 
 // appStopErrors names every worker whose App's stop step failed, as its

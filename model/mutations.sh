@@ -600,6 +600,13 @@ m_recycle-barrier() {
 	edit barrier.go '			if ev.recycle() {' '			if false && ev.recycle() {'
 }
 
+mutant respawn-exe "a replacement runs its generation's build, even once the file was replaced" \
+	"a replacement runs the file now at the path" \
+	"TestRespawnRunsItsGenerationsExecutableAfterTheFileWasReplaced"
+m_respawn-exe() {
+	edit exe_linux.go 'return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))' '_ = strconv.Itoa; return f.Name()'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
