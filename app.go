@@ -125,10 +125,16 @@ func startApp(ctx context.Context, app App, w Worker) (http.Handler, error) {
 		return r.h, r.err
 	case <-ctx.Done():
 	}
+	// A start that honours its context returns at once: give it that
+	// moment, so its own error is the one reported and what it does on
+	// the way out (a cleanup, a log line) runs before the process may
+	// exit. One that ignores its context is not waited for.
+	grace := time.NewTimer(startGrace)
+	defer grace.Stop()
 	select {
-	case r := <-done: // it returned at the deadline itself
+	case r := <-done:
 		return r.h, r.err
-	default:
+	case <-grace.C:
 	}
 	go func() {
 		if r := <-done; r.err == nil {
@@ -137,6 +143,10 @@ func startApp(ctx context.Context, app App, w Worker) (http.Handler, error) {
 	}()
 	return nil, fmt.Errorf("app start: still running: %w", context.Cause(ctx))
 }
+
+// startGrace is how long startApp waits, once the start's context has
+// ended, for the App's start to return.
+const startGrace = 100 * time.Millisecond
 
 // callStart calls app.Start, turning a panic into an error so that an App
 // that panics while starting fails its worker like one that returns an
