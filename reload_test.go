@@ -37,6 +37,7 @@ type load struct {
 	retried                       atomic.Int64 // requests the Transport sent again: a connection closed under them
 	mu                            sync.Mutex
 	bodies                        map[string]int // complete bodies seen, and how often
+	epoch                         int            // under mu: reset's count; a body counts only in its request's epoch
 	firstErr                      atomic.Pointer[string]
 }
 
@@ -61,6 +62,9 @@ func startLoad(t *testing.T, addr, path string, n int) *load {
 }
 
 func (l *load) one(c *http.Client, url string) {
+	l.mu.Lock()
+	epoch := l.epoch
+	l.mu.Unlock()
 	var info httptrace.GotConnInfo
 	conns := 0
 	req, _ := http.NewRequest("GET", url, nil)
@@ -92,7 +96,9 @@ func (l *load) one(c *http.Client, url string) {
 	}
 	l.ok.Add(1)
 	l.mu.Lock()
-	l.bodies[string(body)]++
+	if epoch == l.epoch {
+		l.bodies[string(body)]++
+	}
 	l.mu.Unlock()
 }
 
@@ -115,9 +121,12 @@ func (l *load) seen() map[string]int {
 	return out
 }
 
+// reset forgets the bodies seen so far, and those of requests sent
+// before it that are still under way.
 func (l *load) reset() {
 	l.mu.Lock()
 	l.bodies = map[string]int{}
+	l.epoch++
 	l.mu.Unlock()
 }
 
