@@ -30,7 +30,7 @@ import (
 // protocolVersion is carried in workerEnv and in the config message, so a
 // worker started from a different build refuses to run instead of
 // misreading the parent.
-const protocolVersion = 4
+const protocolVersion = 5
 
 // workerEnv selects worker mode when set, with the protocol version as its
 // value. An environment variable rather than a flag keeps worker mode out
@@ -52,8 +52,9 @@ const (
 	msgRecycle  = "recycle"  // worker → parent: at its limit, replace me (serving on meanwhile), with a reason
 	msgDone     = "done"     // worker → parent: drained, with counters, about to exit
 
-	// After commit, the one message the parent may send a serving worker.
+	// After commit, the messages the parent may send a serving worker.
 	msgTicketKeys = "ticket_keys" // parent → worker: the rotated session ticket keys
+	msgStats      = "stats"       // parent → worker: your counters, please; worker → parent: with them
 )
 
 // message is one protocol line. Type says which other fields matter.
@@ -63,7 +64,7 @@ type message struct {
 	Config  *workerConfig `json:"config,omitempty"`  // config
 	PID     int           `json:"pid,omitempty"`     // prepared
 	Reason  string        `json:"reason,omitempty"`  // failed, recycle, done
-	Stats   *workerStats  `json:"stats,omitempty"`   // done
+	Stats   *workerStats  `json:"stats,omitempty"`   // done, and a worker's stats
 	Keys    [][]byte      `json:"keys,omitempty"`    // ticket_keys
 }
 
@@ -83,7 +84,8 @@ type workerConfig struct {
 	runtimeConfig
 }
 
-// workerStats are a worker's counters, reported in its done message.
+// workerStats are a worker's counters, reported in its done message and
+// whenever the parent asks (msgStats). They only grow in one worker.
 type workerStats struct {
 	Accepted int64 `json:"accepted"` // connections accepted
 	Served   int64 `json:"served"`   // requests answered
@@ -138,7 +140,9 @@ func (m message) check() error {
 				return fmt.Errorf("ticket key of %d bytes, want 32", len(k))
 			}
 		}
-	case msgStarting, msgCommit, msgReady:
+	case msgStarting, msgCommit, msgReady, msgStats:
+		// A stats request carries nothing; the parent checks that an
+		// answer carries the counters (Supervisor.read).
 	default:
 		return fmt.Errorf("unknown message type %q", m.Type)
 	}
@@ -378,6 +382,9 @@ func (ev event) advance(want stage) error {
 		return fail(fmt.Sprintf("prepared with pid %d", ev.msg.PID), errProtocol)
 	}
 	p.stage = want
+	if want == stageReady {
+		p.readyAt.Store(time.Now().UnixNano())
+	}
 	return nil
 }
 

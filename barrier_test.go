@@ -59,6 +59,8 @@ func TestDecodeMessageRoundTrips(t *testing.T) {
 		{Type: msgReady},
 		{Type: msgFailed, Reason: "directory vanished"},
 		{Type: msgDone, Stats: &workerStats{Accepted: 5, Served: 9}},
+		{Type: msgStats},
+		{Type: msgStats, Stats: &workerStats{Accepted: 6, Served: 11}},
 	} {
 		var buf bytes.Buffer
 		if err := (&lineWriter{w: &buf}).send(m); err != nil {

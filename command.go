@@ -75,6 +75,14 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
 		return exitFailure
 	}
+	if cfg.StatusAddr != "" {
+		if fe.statusLn, err = net.Listen("tcp", cfg.StatusAddr); err != nil {
+			ln.Close()
+			log.Error("cannot listen", "status_addr", cfg.StatusAddr, "err", err)
+			return exitFailure
+		}
+	}
+	fe.delay = cfg.ShutdownDelay
 	watchSignals(fe)
 	fe.n = newNotifier(log)
 	return runService(cfg, app, ln, fe)
@@ -97,13 +105,21 @@ type frontEnd struct {
 	reloads  *reloader // SIGHUPs, coalesced
 	n        *notifier // sd_notify
 	log      *slog.Logger
+	statusLn net.Listener // -status-addr's, bound by run; nil: off
+	// The shutdown delay (-shutdown-delay): delaying is true from the
+	// stop request until the delay is over or skipped, and whichever of
+	// the two sets it false first decides; skip is closed by a second
+	// signal that skips it.
+	delay    time.Duration
+	delaying atomic.Bool
+	skip     chan struct{}
 	// generation is the serving generation's number, which the mode
 	// keeps, so the front end's own lines carry it too.
 	generation atomic.Int64
 }
 
 func newFrontEnd(log *slog.Logger) *frontEnd {
-	fe := &frontEnd{log: log, stop: make(chan struct{})}
+	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{})}
 	fe.hurry, fe.cut = context.WithCancel(context.Background())
 	return fe
 }
@@ -113,8 +129,50 @@ func newFrontEnd(log *slog.Logger) *frontEnd {
 func (fe *frontEnd) requestStop(by ...any) {
 	fe.stopOnce.Do(func() {
 		fe.log.Info("stop requested", append(by, "generation", fe.generation.Load())...)
+		fe.delaying.Store(fe.delay > 0)
 		close(fe.stop)
 	})
+}
+
+// skipDelay skips the shutdown delay if it still runs, and reports
+// whether it did.
+func (fe *frontEnd) skipDelay() bool {
+	if !fe.delaying.CompareAndSwap(true, false) {
+		return false
+	}
+	close(fe.skip)
+	return true
+}
+
+// shutdownDelay runs the shutdown delay, if there is one and svc serves:
+// svc says it is not ready (Service.leave) and serves on until the delay
+// is over, a second signal skips it, or the service ends of its own
+// accord. Load balancers and Kubernetes remove an endpoint when its stop
+// begins but take a while to stop sending to it; the delay keeps
+// answering that traffic instead of refusing it. A stop during startup
+// has nothing to delay: nobody sends traffic to a service not yet ready.
+func (fe *frontEnd) shutdownDelay(svc *Service) {
+	if fe.delay <= 0 {
+		return
+	}
+	gen := svc.state().Serving
+	if gen == 0 {
+		fe.delaying.Store(false)
+		return
+	}
+	svc.leave()
+	fe.log.Info("shutdown delay: not ready, serving on", "delay", fe.delay, "generation", gen)
+	t := time.NewTimer(fe.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		if fe.delaying.CompareAndSwap(true, false) {
+			fe.log.Info("shutdown delay over", "generation", fe.generation.Load())
+		}
+	case <-fe.skip:
+		fe.log.Warn("second signal: skipping the rest of the shutdown delay", "generation", fe.generation.Load())
+	case <-svc.done:
+	}
 }
 
 // startParent runs app.Parent, if the program has one, in a goroutine of
@@ -153,15 +211,19 @@ func listen(cfg *config, activated net.Listener, isActivated bool, log *slog.Log
 }
 
 // watchSignals is the signal front end. The first SIGINT or SIGTERM
-// requests the stop; the second cancels hurry, which skips the rest of
-// the drain.
+// requests the stop; the next skips the shutdown delay while it runs,
+// and otherwise cancels hurry, which skips the rest of the drain.
 func watchSignals(fe *frontEnd) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		sig := <-sigs
 		fe.requestStop("signal", sig.String())
-		sig = <-sigs
+		for sig = range sigs {
+			if !fe.skipDelay() {
+				break
+			}
+		}
 		fe.log.Warn("second signal: skipping the rest of the drain", "signal", sig.String(), "generation", fe.generation.Load())
 		fe.cut()
 	}()
@@ -187,9 +249,15 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	svc.serving = func(n int) { fe.generation.Store(int64(n)) }
 	fe.generation.Store(1)
 	go fe.reloads.run(svc.requestReload, svc.done)
+	if fe.statusLn != nil {
+		st := serveStatus(fe.statusLn, svc, log)
+		defer st.close()
+		log.Info("status listener", "url", "http://"+fe.statusLn.Addr().String()+"/")
+	}
 	go func() {
 		select {
 		case <-fe.stop:
+			fe.shutdownDelay(svc)
 			svc.Stop(fe.hurry) // a signal during startup cancels it
 		case <-svc.done:
 		}

@@ -35,6 +35,10 @@ type config struct {
 	MaxRequests   int64
 	MaxWorkerAge  time.Duration
 	healSet       []string // those of these flags the command line gave
+	// The status listener, off when empty (status.go), and how long a
+	// stop first serves on while it says not ready.
+	StatusAddr    string
+	ShutdownDelay time.Duration
 }
 
 // usageError is a configuration problem, named by its flag.
@@ -157,6 +161,8 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultHeal.Window, "the window -max-restarts counts losses in")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "recycle a worker after it answered this many requests, plus up to 10% jitter drawn per worker: its replacement starts first (-workers 2 or more); 0: never")
 	fs.DurationVar(&cfg.MaxWorkerAge, "max-worker-age", 0, "recycle a worker after it served this long, plus up to 10% jitter drawn per worker (-workers 2 or more); 0: never")
+	fs.StringVar(&cfg.StatusAddr, "status-addr", "", "serve /livez, /readyz, /status (JSON) and /metrics (Prometheus) on this `address`, from the parent process; empty: off")
+	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "stop: for this long after the first SIGTERM, SIGINT or program stop, /readyz answers 503 and STOPPING=1 is sent while every worker serves on; then the usual stop. It adds to the stop's total: up to this plus -force-timeout. A second signal skips it; a reload never applies it")
 	fs.BoolVar(&cfg.Version, "version", false, "print the module, its version, the VCS revision it was built from and the Go release, and exit")
 	var clash error
 	appFlags.VisitAll(func(f *flag.Flag) {
@@ -193,6 +199,13 @@ func (cfg *config) validate() error {
 		cfg.checkTLS,
 		cfg.checkAccessLog,
 		cfg.checkHeal,
+		cfg.checkStatusAddr,
+		func() error {
+			if cfg.ShutdownDelay < 0 {
+				return bad("shutdown-delay", "must not be negative, got %v", cfg.ShutdownDelay)
+			}
+			return nil
+		},
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

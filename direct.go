@@ -32,6 +32,9 @@ type directRuntime struct {
 
 	keyMu  sync.Mutex
 	keySeq uint64 // of the ticket keys installed last
+
+	countOnce sync.Once
+	counts    *tally // the Service's, from the first generation's reports
 }
 
 // newDirectRuntime builds the server around an empty swap; nothing is
@@ -51,6 +54,10 @@ func newDirectRuntime(cfg *config, app App, ln net.Listener, log *slog.Logger) (
 // server's, installed by serve.
 func (rt *directRuntime) generation(n int, _ [][]byte, r reports) generation {
 	d := &directGen{rt: rt, n: n, lost: r.lost, done: make(chan struct{})}
+	rt.countOnce.Do(func() {
+		rt.counts = r.counts
+		rt.counts.begin(rt.srv, 0) // one server counts for every generation
+	})
 	d.hurry, d.cut = context.WithCancel(context.Background())
 	return d
 }
@@ -64,6 +71,7 @@ type directGen struct {
 	app  *directApp   // what Start built
 	id   *tlsIdentity // a reload's identity, read again; nil: keep the one served
 
+	servedAt time.Time          // when serve swapped its handler in
 	hurry    context.Context    // ends to skip the rest of the drain
 	cut      context.CancelFunc // ends hurry
 	stopOnce sync.Once
@@ -100,6 +108,7 @@ func (d *directGen) Start(ctx context.Context) error {
 // server; its failure is the serving generation's loss.
 func (d *directGen) serve(seq uint64, keys [][]byte) {
 	rt := d.rt
+	d.servedAt = time.Now()
 	if d.id != nil {
 		rt.srv.setIdentity(d.id) // parsed by Start, so it cannot fail
 	}

@@ -328,9 +328,15 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 	default:
 		s.pid, s.since = ev.r.NewPID, time.Now()
 		if ev.recycle {
+			l.stats.Recycles++
 			v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
 				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
 		} else {
+			l.stats.Respawns++
+			if l.stats.Restarts == nil {
+				l.stats.Restarts = map[int]int64{}
+			}
+			l.stats.Restarts[ev.slot]++
 			v.log.Info("worker respawned", "generation", ev.gen.number(), "worker", ev.slot,
 				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "after", since(s.lostAt))
 		}

@@ -58,6 +58,13 @@ type generation interface {
 	replace(ctx context.Context, slot int, recycle bool) (replacement, error)
 	number() int
 	pids() []int
+	// workers returns what each of its worker processes is doing now,
+	// for the status listener; serving says whether it is the serving
+	// generation. It does not block on the loop.
+	workers(serving bool) []workerView
+	// askStats refreshes the counts with its workers' counters, and
+	// blocks until they have answered or deadline has passed.
+	askStats(deadline time.Time)
 }
 
 // The events run handles. A reply channel, where there is one, gets the
@@ -85,6 +92,7 @@ type (
 	evHurry  struct{}                       // second signal: skip the rest of every drain
 	evRotate struct{ done chan struct{} }   // rotate the ticket keys; done, if any, closed after
 	evState  struct{ reply chan lifeState } // what run's state is, for tests and logs
+	evLeave  struct{}                       // a stop with a shutdown delay was asked for: not ready, serve on
 )
 
 // lifeState is a snapshot of run's state: generation numbers, 0 for
@@ -111,8 +119,10 @@ type life struct {
 	queued   []chan error // reloads asked for while one ran or a generation retired
 	reload   bool         // one more reload is due (queued may hold only SIGHUP's nil)
 	keySeq   uint64
-	heal     *healing    // the serving generation's slots (heal.go)
-	losses   []time.Time // workers lost within the policy's window, for its budget
+	heal     *healing       // the serving generation's slots (heal.go)
+	losses   []time.Time    // workers lost within the policy's window, for its budget
+	leaving  bool           // a stop was asked for with a shutdown delay, which runs: not ready, serving on
+	stats    statusSnapshot // what happened so far, for the status listener (its counts only)
 }
 
 // startingGen is a generation in its Start, and who waits for it.
@@ -150,6 +160,10 @@ func (v *Service) run() {
 			}
 		case evState:
 			ev.reply <- l.state()
+		case evStatus:
+			ev.reply <- v.snapshot(l)
+		case evLeave:
+			v.onLeave(l)
 		case evRespawn:
 			v.onRespawn(l, ev)
 		case evRecycle:
@@ -181,10 +195,10 @@ func (v *Service) onStart(l *life, ev evStart) {
 // the generation retiring; requests queued meanwhile coalesce into that
 // one more reload.
 func (v *Service) onReload(l *life, ev evReload) {
-	if l.ending || l.serving == nil {
+	if l.ending || l.leaving || l.serving == nil {
 		switch {
 		case ev.reply != nil:
-		case l.ending:
+		case l.ending || l.leaving:
 			v.log.Info("reload ignored: the service is stopping", "generation", l.number(l.serving))
 		default:
 			v.log.Warn("reload ignored: not serving yet", "generation", l.numbered)
@@ -204,7 +218,7 @@ func (v *Service) onReload(l *life, ev evReload) {
 // retiring one, or one that lost a worker before it served), so at most
 // two generations are ever live.
 func (v *Service) next(l *life) {
-	if !l.reload || l.ending || l.starting != nil || len(l.stopping) > 0 {
+	if !l.reload || l.ending || l.leaving || l.starting != nil || len(l.stopping) > 0 {
 		return
 	}
 	replies := l.queued
@@ -227,6 +241,7 @@ func (v *Service) begin(l *life, ctx context.Context, replies []chan error) {
 	gen = v.build(l.numbered, keys, reports{
 		lost:    func(err error) { v.send(evLost{gen, err}) },
 		recycle: func(slot, pid int, why string) { v.send(evRecycle{gen: gen, slot: slot, pid: pid, why: why}) },
+		counts:  v.counts,
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	l.starting = &startingGen{gen: gen, cancel: cancel, replies: replies}
@@ -302,6 +317,8 @@ func (v *Service) promote(l *life, gen generation) {
 		return
 	}
 	v.log.Info("reloaded", "generation", gen.number(), "retiring", old.number(), "pids", fmt.Sprint(gen.pids()))
+	l.stats.ReloadsOK++
+	l.stats.LastReload = &reloadResult{Generation: gen.number(), Result: "ok", At: time.Now()}
 	v.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving with %d workers", gen.number(), v.workers))
 	l.retiring = old
 	v.stop(l, old, nil)
@@ -316,6 +333,8 @@ func (v *Service) reloadFailed(l *life, n int, err error) {
 		return
 	}
 	v.log.Error("reload failed, still serving", "generation", n, "serving", l.serving.number(), "err", err)
+	l.stats.ReloadsFailed++
+	l.stats.LastReload = &reloadResult{Generation: n, Result: "failed", At: time.Now(), Error: err.Error()}
 	v.notify("READY=1", oneLine(fmt.Sprintf("STATUS=reload failed, generation %d still serving: %v", l.serving.number(), err)))
 }
 
@@ -328,6 +347,9 @@ func (v *Service) reloadFailed(l *life, n int, err error) {
 // direct mode, the service ends instead, with exit status 1. A loss in a
 // generation still starting fails that start when run sees it return.
 func (v *Service) onLost(l *life, ev evLost) {
+	if ev.gen == l.serving || ev.gen == l.retiring {
+		l.stats.Lost++
+	}
 	switch {
 	case l.starting != nil && ev.gen == l.starting.gen:
 		if l.starting.lost == nil {
@@ -366,7 +388,9 @@ func (v *Service) end(l *life, lost error) {
 	if lost != nil {
 		status = oneLine("STATUS=" + lost.Error())
 	}
-	v.notify(status, "STOPPING=1")
+	if !l.leaving || status != "" {
+		v.notify(status, "STOPPING=1") // a shutdown delay said STOPPING=1 already
+	}
 	// The parent's copy first: once every worker has closed its own, the
 	// kernel refuses new connections instead of queueing them for a
 	// listener nobody will accept on.
@@ -384,6 +408,20 @@ func (v *Service) end(l *life, lost error) {
 		reply(r, errNotServing)
 	}
 	l.queued, l.reload = nil, false
+}
+
+// onLeave begins a shutdown delay (-shutdown-delay): from now on /readyz
+// answers 503 and the service manager has STOPPING=1, so load balancers
+// and Kubernetes take the service out of rotation, while every
+// generation serves on as before: workers accept, respawn and recycle.
+// Reloads are refused from now on. The front end asks for the stop
+// itself when the delay is over.
+func (v *Service) onLeave(l *life) {
+	if l.ending || l.leaving {
+		return
+	}
+	l.leaving = true
+	v.notify("STATUS=shutdown delay: not ready, serving on", "STOPPING=1")
 }
 
 // stop begins gen's stop and waits for it in a goroutine, which reports

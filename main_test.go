@@ -71,6 +71,11 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 		"negative max worker age":  {[]string{"-dir", dir, "-workers", "2", "-max-worker-age", "-1s"}, "-max-worker-age: must not be negative"},
 		"recycling in direct mode": {[]string{"-dir", dir, "-max-requests", "1000"}, "-max-requests: direct mode (-workers 1) has no worker to replace or recycle"},
 		"restarts in direct mode":  {[]string{"-dir", dir, "-workers", "1", "-max-restarts", "0"}, "-max-restarts: direct mode (-workers 1)"},
+		"status addr is addr":      {[]string{"-dir", dir, "-addr", "127.0.0.1:8123", "-status-addr", "127.0.0.1:8123"}, "-status-addr: \"127.0.0.1:8123\" is -addr too"},
+		"status addr on wildcard":  {[]string{"-dir", dir, "-addr", ":8123", "-status-addr", "127.0.0.1:8123"}, "-status-addr:"},
+		"status addr unparsable":   {[]string{"-dir", dir, "-status-addr", "status"}, "-status-addr:"},
+		"status addr bad port":     {[]string{"-dir", dir, "-status-addr", "127.0.0.1:70000"}, "-status-addr:"},
+		"negative shutdown delay":  {[]string{"-dir", dir, "-shutdown-delay", "-1s"}, "-shutdown-delay: must not be negative"},
 		"unknown flag":             {[]string{"-dir", dir, "-bogus"}, "-bogus"},
 		"stray argument":           {[]string{"-dir", dir, "extra"}, `unexpected argument "extra"`},
 	} {

@@ -32,6 +32,7 @@ type Service struct {
 	notify  func(states ...string) // sd_notify; defaults to nothing
 	serving func(n int)            // told each generation that begins to serve; defaults to nothing
 	keys    *ticketKeys            // the shared session ticket keyring; nil without TLS
+	counts  *tally                 // what every worker counted, for the status listener
 
 	inbox chan any      // the events, to run; unbuffered, as run is always receiving
 	done  chan struct{} // closed by run when the service has ended
@@ -43,7 +44,7 @@ type Service struct {
 // with workers workers each, and starts run, which returns once the
 // service has ended: by Stop, or a Start that failed.
 func newService(ln net.Listener, log *slog.Logger, workers int, build buildFunc) *Service {
-	v := &Service{ln: ln, log: log, workers: workers, build: build, heal: defaultHeal, notify: func(...string) {},
+	v := &Service{ln: ln, log: log, workers: workers, build: build, heal: defaultHeal, notify: func(...string) {}, counts: newTally(),
 		serving: func(int) {}, inbox: make(chan any), done: make(chan struct{})}
 	go v.run()
 	return v
@@ -135,6 +136,10 @@ func (v *Service) state() lifeState {
 // pids returns the serving generation's worker pids, for the log.
 func (v *Service) pids() []int { return v.state().ServingPIDs }
 
+// leave begins the shutdown delay: not ready from now on, serving on
+// until Stop (lifecycle.go, onLeave).
+func (v *Service) leave() { v.send(evLeave{}) }
+
 // rotateTicketKeys rotates the ticket keys now, as the daily timer does,
 // and returns once run has done it.
 func (v *Service) rotateTicketKeys() {
@@ -154,6 +159,7 @@ type buildFunc func(n int, keys [][]byte, r reports) generation
 type reports struct {
 	lost    func(error)                     // a worker was lost (a *workerError, for worker processes)
 	recycle func(slot, pid int, why string) // the worker pid in slot asks to be recycled
+	counts  *tally                          // gets every worker's counters, for the status listener
 }
 
 // workerGenerations returns what builds each generation of worker
@@ -166,7 +172,7 @@ func workerGenerations(cfg supervisorConfig, ln net.Listener, log *slog.Logger, 
 		c.Generation = n
 		c.Runtime.TicketKeys = keys
 		gen := newSupervisor(c, ln, log)
-		gen.onLost, gen.onRecycle = r.lost, r.recycle
+		gen.onLost, gen.onRecycle, gen.counts = r.lost, r.recycle, r.counts
 		if n > 1 {
 			gen.readTLS = readTLS
 		}

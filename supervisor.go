@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -75,6 +76,8 @@ type Supervisor struct {
 	// readTLS, when set, reads the TLS identity again before Start spawns
 	// anything: a reload serves a renewed certificate. nil: cfg's.
 	readTLS func() (*tlsIdentity, error)
+	// counts, when set, gets every worker's counters (metrics.go).
+	counts *tally
 
 	startedAt time.Time
 	rollback  bool       // Start failed and rolls the generation back; set before the stop begins
@@ -627,9 +630,12 @@ type workerProc struct {
 	asked      bool   // it asked to be recycled
 	recycleWhy string // why it asked
 
+	readyAt atomic.Int64 // when it reported ready, in Unix nanoseconds; 0 until then
+
 	mu          sync.Mutex
 	stats       *workerStats
-	stopFailure string // the App's stop step failed: why
+	stopFailure string        // the App's stop step failed: why
+	replied     chan struct{} // closed, and replaced, at each stats answer
 }
 
 // event is one thing a worker did: a message, or an error that ends its
@@ -685,6 +691,7 @@ func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*work
 	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: stdinW, stdout: stdoutR, events: events,
 		out: &lineWriter{w: stdinW}, exited: make(chan struct{}), readerDone: make(chan struct{})}
 	s.log.Info("worker started", "worker", index, "pid", p.pid)
+	s.counts.begin(p, index)
 	s.readers.Add(1)
 	go s.read(p)
 	go s.reap(p)
@@ -705,6 +712,11 @@ func (s *Supervisor) read(p *workerProc) {
 		}
 		if err == nil && m.Type == msgDone {
 			p.setDone(m.Stats, m.Reason)
+			continue
+		}
+		if err == nil && m.Type == msgStats && m.Stats != nil {
+			s.counts.seen(p, *m.Stats)
+			p.statsReplied()
 			continue
 		}
 		if !s.deliver(p, event{proc: p, msg: m, err: err}) || err != nil {
@@ -731,6 +743,7 @@ func (s *Supervisor) reap(p *workerProc) {
 	if p.status != nil {
 		status = p.status.Error()
 	}
+	s.counts.end(p, p.getStats(), exitReason(p.status), status)
 	s.deliver(p, event{proc: p, err: fmt.Errorf("%w: %s", errExited, status)})
 }
 

@@ -299,7 +299,7 @@ func runWorker(wio workerIO, app App) int {
 	if err := out.send(message{Type: msgReady}); err != nil {
 		log.Warn("report ready", "err", err)
 	}
-	drained := drainSignal(msgs, rt.srv, log)
+	drained := drainSignal(msgs, rt.srv, out, log)
 	if rt.cfg.RecycleRequests > 0 || rt.cfg.RecycleAge > 0 {
 		go askToRecycle(rt, out, drained)
 	}
@@ -498,22 +498,33 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}
 }
 
 // drainSignal closes when the parent's stdin ends. Until then it installs
-// the rotated ticket keys the parent sends. Any other message after commit
-// breaks the protocol; it is logged and ignored, since stopping on it
-// would let a confused parent cut requests short.
-func drainSignal(msgs <-chan message, srv *server, log *slog.Logger) <-chan struct{} {
+// the rotated ticket keys the parent sends and answers its requests for
+// the counters. Any other message after commit breaks the protocol; it is
+// logged and ignored, since stopping on it would let a confused parent cut
+// requests short.
+//
+// The counters travel only when the parent asks, at a scrape of its
+// status listener: a request costs the hot path nothing more than the
+// atomic adds it already makes, and an idle service writes nothing.
+func drainSignal(msgs <-chan message, srv *server, out *lineWriter, log *slog.Logger) <-chan struct{} {
 	eof := make(chan struct{})
 	go func() {
 		for m := range msgs {
-			if m.Type == msgTicketKeys && srv.tls != nil {
+			switch {
+			case m.Type == msgStats:
+				st := srv.stats()
+				if err := out.send(message{Type: msgStats, Stats: &st}); err != nil {
+					log.Warn("report counters", "err", err)
+				}
+			case m.Type == msgTicketKeys && srv.tls != nil:
 				if err := setTicketKeys(srv.tls, m.Keys); err != nil {
 					log.Warn("ticket keys", "err", err)
 					continue
 				}
 				log.Info("ticket keys installed", "keys", len(m.Keys))
-				continue
+			default:
+				log.Warn("unexpected message after commit", "type", m.Type)
 			}
-			log.Warn("unexpected message after commit", "type", m.Type)
 		}
 		close(eof)
 	}()

@@ -1,0 +1,259 @@
+package main
+
+// metrics.go keeps the counts the status listener exports (status.go) and
+// writes them in the Prometheus text format. A worker counts its own
+// connections and requests (server.stats) and tells the parent when asked
+// (msgStats); the parent adds up, per slot, what every worker that ever
+// held the slot counted, so a total never goes backwards when a worker is
+// respawned, recycled or replaced by a reload. A scraper's rate() reads
+// any drop as a counter reset, which is what nginx's shared-memory
+// gauges and a sum over live workers alone get wrong.
+
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// tally is the parent's count of what its workers did, across every
+// generation. Its own lock guards it: the readers and reapers of workers
+// write to it, the status listener reads it, and none of them is the
+// lifecycle loop, which it never blocks.
+type tally struct {
+	mu    sync.Mutex
+	slots map[int]*slotTally
+	live  map[any]*liveCount // a worker (or direct mode's server) still counting
+	exits map[string]int64   // worker processes that exited, by exitReason
+}
+
+// slotTally is what the workers that held one slot counted.
+type slotTally struct {
+	gone     workerStats // the final counts of its workers that exited
+	lastExit string      // how its last worker exited, as cmd.Wait said
+}
+
+// liveCount is a counting worker's slot and its counters as last seen.
+type liveCount struct {
+	slot int
+	last workerStats
+}
+
+func newTally() *tally {
+	return &tally{slots: map[int]*slotTally{}, live: map[any]*liveCount{}, exits: map[string]int64{}}
+}
+
+func (t *tally) slot(i int) *slotTally {
+	st := t.slots[i]
+	if st == nil {
+		st = &slotTally{}
+		t.slots[i] = st
+	}
+	return st
+}
+
+// begin counts who, a worker just started in slot, from now on.
+func (t *tally) begin(who any, slot int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.slot(slot)
+	t.live[who] = &liveCount{slot: slot}
+}
+
+// seen records who's counters as it reported them. A report older than
+// one already seen changes nothing.
+func (t *tally) seen(who any, st workerStats) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.live[who]; c != nil {
+		c.last = c.last.max(st)
+	}
+}
+
+// end moves who's counts into its slot's total once it has exited: its
+// final counters if it reported them (final may be nil: a worker killed
+// before its done message), else the last it was seen with. reason is
+// how it exited (exitReason), and how, cmd.Wait's words for it.
+func (t *tally) end(who any, final *workerStats, reason, how string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.live[who]
+	if c == nil {
+		return
+	}
+	delete(t.live, who)
+	st := c.last
+	if final != nil {
+		st = st.max(*final)
+	}
+	s := t.slot(c.slot)
+	s.gone = s.gone.add(st)
+	s.lastExit = how
+	t.exits[reason]++
+}
+
+// slotCounts is one slot's counters at a scrape.
+type slotCounts struct {
+	workerStats
+	LastExit string
+}
+
+// read returns every slot's totals so far: the workers gone and the
+// workers still counting, as last seen; and the exits by reason.
+func (t *tally) read() (map[int]slotCounts, map[string]int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	slots := make(map[int]slotCounts, len(t.slots))
+	for i, s := range t.slots {
+		slots[i] = slotCounts{workerStats: s.gone, LastExit: s.lastExit}
+	}
+	for _, c := range t.live {
+		s := slots[c.slot]
+		s.workerStats = s.workerStats.add(c.last)
+		slots[c.slot] = s
+	}
+	exits := make(map[string]int64, len(exitReasons))
+	for _, r := range exitReasons {
+		exits[r] = 0
+	}
+	for r, n := range t.exits {
+		exits[r] = n
+	}
+	return slots, exits
+}
+
+func (a workerStats) add(b workerStats) workerStats {
+	return workerStats{Accepted: a.Accepted + b.Accepted, Served: a.Served + b.Served}
+}
+
+func (a workerStats) max(b workerStats) workerStats {
+	return workerStats{Accepted: max(a.Accepted, b.Accepted), Served: max(a.Served, b.Served)}
+}
+
+// The reasons a worker process exited, the values of the exits metric's
+// reason label: few and fixed, so a scraper's series stay bounded.
+const (
+	exitClean  = "clean"  // status 0: it drained and left when told (a stop, a reload, a recycle), or a replacement rolled back
+	exitError  = "error"  // a non-zero status: it failed, or its App's stop step did
+	exitSignal = "signal" // ended by a signal: a crash, a kill from outside, or the parent's deadlines
+)
+
+var exitReasons = []string{exitClean, exitError, exitSignal}
+
+// exitReason classifies cmd.Wait's result.
+func exitReason(err error) string {
+	if err == nil {
+		return exitClean
+	}
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == -1 {
+		return exitSignal
+	}
+	return exitError
+}
+
+// The states of a worker process, the values of the workers metric's
+// state label.
+const (
+	stateStarting = "starting" // spawned, not yet serving: in its barrier, or ready in a generation not yet promoted
+	stateServing  = "serving"  // ready in the serving generation, in its slot
+	stateStopping = "stopping" // draining or lost: its generation retires or ends, or it left its slot
+)
+
+var workerStates = []string{stateStarting, stateServing, stateStopping}
+
+// metricsPage is everything one scrape writes.
+type metricsPage struct {
+	snap    statusSnapshot
+	workers []workerView // every worker process alive, of every generation
+	slots   map[int]slotCounts
+	exits   map[string]int64
+	now     time.Time
+}
+
+// write writes p in the Prometheus text exposition format 0.0.4: a HELP
+// and a TYPE line before each metric's samples, counters named _total,
+// times in seconds. Every label value that can appear is written from the
+// first scrape on, with 0 where nothing happened yet, so a query never
+// finds a series missing.
+func (p *metricsPage) write(w io.Writer) {
+	m := &promWriter{w: w}
+	s := p.snap
+	slots := make([]int, 0, len(p.slots))
+	for i := range p.slots {
+		slots = append(slots, i)
+	}
+	sort.Ints(slots)
+	m.family("servery_requests_total", "counter", "Requests answered, by worker slot, by every worker that held the slot: kept across respawns, recycles and reloads.")
+	m.samples("servery_requests_total", "slot", slots, func(i int) int64 { return p.slots[i].Served })
+	m.family("servery_connections_total", "counter", "Connections accepted, by worker slot, by every worker that held the slot.")
+	m.samples("servery_connections_total", "slot", slots, func(i int) int64 { return p.slots[i].Accepted })
+
+	m.family("servery_workers", "gauge", "Worker processes alive, by state: starting (not yet serving), serving, stopping (draining, or lost and not yet reaped).")
+	byState := map[string]int64{}
+	for _, v := range p.workers {
+		byState[v.State]++
+	}
+	for _, st := range workerStates {
+		m.sample("servery_workers", "state", st, byState[st])
+	}
+	m.family("servery_worker_exits_total", "counter", "Worker processes that exited, by reason: clean (status 0), error (non-zero status), signal (ended by a signal).")
+	for _, r := range exitReasons {
+		m.sample("servery_worker_exits_total", "reason", r, p.exits[r])
+	}
+	m.counter("servery_workers_lost_total", "Serving workers lost: exited, or broke the protocol, while they served.", s.Lost)
+	m.counter("servery_worker_respawns_total", "Lost workers replaced in their slot: replacements that became ready.", s.Respawns)
+	m.counter("servery_worker_recycles_total", "Workers recycled at -max-requests or -max-worker-age: replacements that became ready.", s.Recycles)
+	m.family("servery_reloads_total", "counter", "Reloads, by result: ok (the new generation serves) or failed (rolled back; the old one serves on).")
+	m.sample("servery_reloads_total", "result", "ok", s.ReloadsOK)
+	m.sample("servery_reloads_total", "result", "failed", s.ReloadsFailed)
+	m.gauge("servery_generation", "The serving generation's number: 1 at start, one more for each reload that succeeded; 0 before the first serves.", int64(s.Serving))
+	m.gauge("servery_ready", "1 while /readyz answers 200: a generation serves and no stop has begun; 0 otherwise.", boolInt(s.Ready))
+	m.family("servery_start_time_seconds", "gauge", "When the servery process started, in seconds since the Unix epoch.")
+	fmt.Fprintf(w, "servery_start_time_seconds %s\n", strconv.FormatFloat(float64(s.Started.UnixNano())/1e9, 'f', 3, 64))
+}
+
+// promWriter writes the text format's lines.
+type promWriter struct{ w io.Writer }
+
+func (m *promWriter) family(name, typ, help string) {
+	fmt.Fprintf(m.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func (m *promWriter) sample(name, label, value string, v int64) {
+	fmt.Fprintf(m.w, "%s{%s=%q} %d\n", name, label, value, v)
+}
+
+func (m *promWriter) samples(name, label string, keys []int, v func(int) int64) {
+	for _, k := range keys {
+		m.sample(name, label, strconv.Itoa(k), v(k))
+	}
+}
+
+func (m *promWriter) counter(name, help string, v int64) {
+	m.family(name, "counter", help)
+	fmt.Fprintf(m.w, "%s %d\n", name, v)
+}
+
+func (m *promWriter) gauge(name, help string, v int64) {
+	m.family(name, "gauge", help)
+	fmt.Fprintf(m.w, "%s %d\n", name, v)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

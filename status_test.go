@@ -1,0 +1,514 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var statusRe = regexp.MustCompile(`msg="status listener" url=http://([^/ ]+)/`)
+
+// startWithStatus starts servery with args and its status listener on a
+// free port, and returns it with the status listener's address.
+func startWithStatus(t *testing.T, args ...string) (*servery, string) {
+	t.Helper()
+	s := startServery(t, append([]string{"-status-addr", "127.0.0.1:0"}, args...)...)
+	m := statusRe.FindStringSubmatch(s.logs())
+	if m == nil {
+		t.Fatalf("no status listener in the log:\n%s", s.logs())
+	}
+	return s, m[1]
+}
+
+// statusGet fetches path from the status listener and returns the
+// response with its body read.
+func statusGet(t *testing.T, addr, method, path string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp, string(b)
+}
+
+// scrape returns /metrics as a map from each sample's name and labels,
+// as written, to its value.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, body := statusGet(t, addr, "GET", "/metrics")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s %s", resp.Status, body)
+	}
+	samples := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if i < 0 || err != nil {
+			t.Fatalf("/metrics line %q is not a sample", line)
+		}
+		samples[line[:i]] = v
+	}
+	return samples
+}
+
+// requestsTotal is the sum of servery_requests_total over the slots.
+func requestsTotal(m map[string]float64) float64 {
+	var n float64
+	for k, v := range m {
+		if strings.HasPrefix(k, "servery_requests_total{") {
+			n += v
+		}
+	}
+	return n
+}
+
+// readStatus returns /status, decoded.
+func readStatus(t *testing.T, addr string) statusDoc {
+	t.Helper()
+	resp, body := statusGet(t, addr, "GET", "/status")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("/status: %s, %q: %s", resp.Status, resp.Header.Get("Content-Type"), body)
+	}
+	var doc statusDoc
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("/status is not its JSON: %v\n%s", err, body)
+	}
+	return doc
+}
+
+// getN makes n requests to the service, each over its own connection, so
+// they spread over the workers.
+func getN(t *testing.T, addr string, n int) {
+	t.Helper()
+	for range n {
+		if code, _, err := get(addr, "/"); err != nil || code != http.StatusOK {
+			t.Fatalf("GET /: %d, %v", code, err)
+		}
+	}
+}
+
+// counterWatch scrapes again and again, failing the test if any counter
+// ever goes backwards between two scrapes.
+type counterWatch struct {
+	t    *testing.T
+	addr string
+	last map[string]float64
+}
+
+func (w *counterWatch) scrape() map[string]float64 {
+	w.t.Helper()
+	m := scrape(w.t, w.addr)
+	for k, v := range m {
+		name, _, _ := strings.Cut(k, "{")
+		if strings.HasSuffix(name, "_total") && v < w.last[k] {
+			w.t.Errorf("%s went backwards: %v, then %v", k, w.last[k], v)
+		}
+	}
+	w.last = m
+	return m
+}
+
+// waitRequests scrapes until the requests counted reach want, and fails
+// if they pass it or do not reach it within 10 s.
+func (w *counterWatch) waitRequests(want float64) map[string]float64 {
+	w.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := w.scrape()
+		got := requestsTotal(m)
+		if got > want {
+			w.t.Fatalf("%v requests counted; only %v were made", got, want)
+		}
+		if got == want {
+			return m
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("%v requests counted; want %v", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestStatusListenerServesTheFourEndpoints(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	s, addr := startWithStatus(t, "-dir", site, "-workers", "2")
+	getN(t, s.addr, 5)
+
+	for _, path := range []string{"/livez", "/readyz"} {
+		if resp, body := statusGet(t, addr, "GET", path); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %s %q while serving; want 200", path, resp.Status, body)
+		}
+		if resp, body := statusGet(t, addr, "HEAD", path); resp.StatusCode != http.StatusOK || body != "" {
+			t.Errorf("HEAD %s = %s %q; want 200 without a body", path, resp.Status, body)
+		}
+	}
+
+	doc := readStatus(t, addr)
+	pids := s.workerPIDs()
+	if doc.Generation != 1 || !doc.Ready || doc.Stopping || doc.PID != s.cmd.Process.Pid || doc.UptimeSeconds <= 0 {
+		t.Errorf("/status = %+v; want generation 1, ready, not stopping, pid %d, an uptime", doc, s.cmd.Process.Pid)
+	}
+	if len(doc.Slots) != 2 {
+		t.Fatalf("/status has %d slots; want 2", len(doc.Slots))
+	}
+	var served int64
+	for i, slot := range doc.Slots {
+		if slot.Index != i || slot.State != stateServing || slot.ReadySince == nil || !containsInt(pids, slot.PID) {
+			t.Errorf("slot %d = %+v; want serving, ready since a time, with one of the pids %v", i, slot, pids)
+		}
+		served += slot.Requests
+	}
+	if served != 5 {
+		t.Errorf("/status counts %d requests over the slots; want the 5 made", served)
+	}
+	if len(doc.Generations) != 1 || doc.Generations[0].Role != "serving" || len(doc.Generations[0].PIDs) != 2 {
+		t.Errorf("/status generations = %+v; want generation 1 serving with 2 workers", doc.Generations)
+	}
+
+	resp, body := statusGet(t, addr, "GET", "/metrics")
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("/metrics Content-Type = %q; want text/plain; version=0.0.4", ct)
+	}
+	checkExposition(t, body)
+	m := scrape(t, addr)
+	for sample, want := range map[string]float64{
+		`servery_workers{state="serving"}`:   2,
+		`servery_workers{state="starting"}`:  0,
+		`servery_generation`:                 1,
+		`servery_ready`:                      1,
+		`servery_reloads_total{result="ok"}`: 0,
+	} {
+		if got, ok := m[sample]; !ok || got != want {
+			t.Errorf("%s = %v (present: %v); want %v", sample, got, ok, want)
+		}
+	}
+	if got := requestsTotal(m); got != 5 {
+		t.Errorf("servery_requests_total sums to %v; want the 5 made", got)
+	}
+	if start := m["servery_start_time_seconds"]; start <= 0 || start > float64(time.Now().Add(time.Second).Unix()) {
+		t.Errorf("servery_start_time_seconds = %v; want a time in the past, in seconds", start)
+	}
+
+	if resp, _ := statusGet(t, addr, "GET", "/nope"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /nope = %s; want 404", resp.Status)
+	}
+	for _, method := range []string{"POST", "PUT", "DELETE"} {
+		resp, _ := statusGet(t, addr, method, "/status")
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+			t.Errorf("%s /status = %s, Allow %q; want 405 with Allow: GET, HEAD", method, resp.Status, resp.Header.Get("Allow"))
+		}
+	}
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// checkExposition checks what promtool cannot be relied on to be here
+// for: every sample follows its family's HELP and TYPE lines, counters
+// end in _total, and every name is servery's.
+func checkExposition(t *testing.T, body string) {
+	t.Helper()
+	typ := map[string]string{}
+	help := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 4 && f[0] == "#" && f[1] == "HELP":
+			help[f[2]] = true
+		case len(f) == 4 && f[0] == "#" && f[1] == "TYPE":
+			if typ[f[2]] != "" {
+				t.Errorf("second TYPE line for %s", f[2])
+			}
+			typ[f[2]] = f[3]
+			if f[3] == "counter" && !strings.HasSuffix(f[2], "_total") {
+				t.Errorf("counter %s does not end in _total", f[2])
+			}
+		default:
+			name, _, _ := strings.Cut(f[0], "{")
+			if !strings.HasPrefix(name, "servery_") || typ[name] == "" || !help[name] {
+				t.Errorf("sample %q without its HELP and TYPE before it", line)
+			}
+		}
+	}
+}
+
+func TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	s, addr := startWithStatus(t, "-dir", site, "-workers", "2", "-max-requests", "30")
+	w := &counterWatch{t: t, addr: addr}
+	made := 10
+	getN(t, s.addr, made)
+	w.waitRequests(float64(made))
+
+	// Respawn: a killed worker's last report is all it can give, and
+	// nothing was served since.
+	killed := s.workerPIDs()[0]
+	killGroup(killed)
+	waitLog(t, s, `msg="worker respawned"`)
+	m := w.waitRequests(float64(made))
+	if m[`servery_worker_respawns_total`] != 1 || m[`servery_workers_lost_total`] != 1 || m[`servery_worker_exits_total{reason="signal"}`] != 1 {
+		t.Errorf("after one kill: respawns %v, lost %v, exits by signal %v; want 1 each", m[`servery_worker_respawns_total`],
+			m[`servery_workers_lost_total`], m[`servery_worker_exits_total{reason="signal"}`])
+	}
+
+	// Recycle: past -max-requests 30 (33 with the jitter), a worker is
+	// replaced, and its done message brings its final counters.
+	for !strings.Contains(s.logs(), `msg="worker recycled"`) {
+		if made > 200 {
+			t.Fatalf("no worker recycled after %d requests:\n%s", made, s.logs())
+		}
+		getN(t, s.addr, 5)
+		made += 5
+		w.scrape()
+	}
+	m = w.waitRequests(float64(made))
+	if m[`servery_worker_recycles_total`] < 1 {
+		t.Errorf("servery_worker_recycles_total = %v after a recycle", m[`servery_worker_recycles_total`])
+	}
+
+	// Reload: the whole generation exits, and its counts stay.
+	getN(t, s.addr, 7)
+	made += 7
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg="generation retired" generation=1`)
+	m = w.waitRequests(float64(made))
+	if m[`servery_reloads_total{result="ok"}`] != 1 || m[`servery_generation`] != 2 || m[`servery_worker_exits_total{reason="clean"}`] < 2 {
+		t.Errorf("after a reload: reloads ok %v, generation %v, clean exits %v; want 1, 2, at least 2",
+			m[`servery_reloads_total{result="ok"}`], m[`servery_generation`], m[`servery_worker_exits_total{reason="clean"}`])
+	}
+	getN(t, s.addr, 3)
+	w.waitRequests(float64(made + 3))
+	doc := readStatus(t, addr)
+	if doc.Reloads.OK != 1 || doc.Reloads.Last == nil || doc.Reloads.Last.Result != "ok" || doc.Reloads.Last.Generation != 2 {
+		t.Errorf("/status reloads = %+v; want 1 ok, the last one generation 2's", doc.Reloads)
+	}
+	var restarts int64
+	for _, slot := range doc.Slots {
+		restarts += slot.Restarts
+	}
+	if restarts != 1 || doc.Respawns != 1 || doc.Recycles < 1 {
+		t.Errorf("/status restarts %d, respawns %d, recycles %d; want 1, 1, at least 1", restarts, doc.Respawns, doc.Recycles)
+	}
+}
+
+func TestDirectModeCountsItsRequestsAcrossReloads(t *testing.T) {
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	s, addr := startWithStatus(t, "-dir", site, "-workers", "1")
+	w := &counterWatch{t: t, addr: addr}
+	getN(t, s.addr, 4)
+	w.waitRequests(4)
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg=reloaded generation=2`)
+	getN(t, s.addr, 2)
+	m := w.waitRequests(6)
+	if m[`servery_workers{state="serving"}`] != 1 || m[`servery_generation`] != 2 {
+		t.Errorf("serving workers %v, generation %v; want 1 and 2", m[`servery_workers{state="serving"}`], m[`servery_generation`])
+	}
+	doc := readStatus(t, addr)
+	if len(doc.Slots) != 1 || doc.Slots[0].PID != s.cmd.Process.Pid || doc.Slots[0].Requests != 6 {
+		t.Errorf("/status slots = %+v; want one, served by servery's own pid %d, with 6 requests", doc.Slots, s.cmd.Process.Pid)
+	}
+}
+
+func TestShutdownDelayIsNotReadyWhileServingOn(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	s, addr := startWithStatus(t, "-dir", site, "-workers", "2", "-shutdown-delay", "2s")
+	s.signal(syscall.SIGTERM)
+	waitLog(t, s, `msg="shutdown delay: not ready, serving on" delay=2s`)
+	if resp, body := statusGet(t, addr, "GET", "/readyz"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %s %q during the shutdown delay; want 503", resp.Status, body)
+	}
+	if resp, _ := statusGet(t, addr, "GET", "/livez"); resp.StatusCode != http.StatusOK {
+		t.Errorf("/livez = %s during the shutdown delay; want 200", resp.Status)
+	}
+	// New connections are still accepted and answered.
+	getN(t, s.addr, 10)
+	if m := scrape(t, addr); m["servery_ready"] != 0 || m[`servery_workers{state="serving"}`] != 2 {
+		t.Errorf("servery_ready %v, serving workers %v during the delay; want 0 and 2", m["servery_ready"], m[`servery_workers{state="serving"}`])
+	}
+	if doc := readStatus(t, addr); doc.Ready || !doc.Stopping {
+		t.Errorf("/status ready %v, stopping %v during the delay; want not ready, stopping", doc.Ready, doc.Stopping)
+	}
+	// A reload is never applied during the delay.
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg="reload ignored: the service is stopping"`)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("exit status %d; want 0", code)
+	}
+	logs := s.logs()
+	over, stop := strings.Index(logs, `msg="shutdown delay over"`), strings.Index(logs, `msg="stop begun"`)
+	if over < 0 || stop < over || strings.Contains(logs, "generation=2") {
+		t.Errorf("want the delay over before the stop begins, and no generation 2:\n%s", logs)
+	}
+	s.assertNoWorkersLeft()
+}
+
+func TestSecondSignalSkipsTheShutdownDelay(t *testing.T) {
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	s, _ := startWithStatus(t, "-dir", site, "-shutdown-delay", "1h")
+	s.signal(syscall.SIGTERM)
+	waitLog(t, s, `msg="shutdown delay: not ready, serving on"`)
+	getN(t, s.addr, 1)
+	s.signal(syscall.SIGINT)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("exit status %d; want 0", code)
+	}
+	logs := s.logs()
+	if !strings.Contains(logs, `msg="second signal: skipping the rest of the shutdown delay"`) ||
+		strings.Contains(logs, "skipping the rest of the drain") {
+		t.Errorf("want the second signal to skip the delay, not the drain:\n%s", logs)
+	}
+}
+
+func TestStatusAddressInUseExitsOneNamingIt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().String()
+	var stdout, stderr bytes.Buffer
+	code := runStatic([]string{"-dir", t.TempDir(), "-addr", "127.0.0.1:0", "-status-addr", busy}, &stdout, &stderr)
+	msg := stderr.String()
+	if code != exitFailure || !strings.Contains(msg, "status_addr="+busy) || !strings.Contains(msg, "in use") || strings.Count(msg, "\n") != 1 {
+		t.Errorf("run with a busy -status-addr = %d, %q; want %d and one line naming %s", code, msg, exitFailure, busy)
+	}
+}
+
+// TestHostileStatusClientsHoldNothingButTheirConnections fills the status
+// listener with clients that never finish a request: the service serves,
+// reloads and stops as ever, the listener takes no more than its limit,
+// and its header timeout frees it.
+func TestHostileStatusClientsHoldNothingButTheirConnections(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	s, addr := startWithStatus(t, "-dir", site, "-workers", "2")
+	var conns []net.Conn
+	for range statusMaxConns + 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte("GET /status HTTP/1.1\r\nHost: x\r\n")) // never ends its headers
+		conns = append(conns, c)
+	}
+	getN(t, s.addr, 3)
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg=reloaded generation=2`)
+	start := time.Now()
+	if resp, _ := statusGet(t, addr, "GET", "/livez"); resp.StatusCode != http.StatusOK {
+		t.Errorf("/livez = %s once the hostile clients timed out", resp.Status)
+	}
+	if waited := time.Since(start); waited > statusHeaderTimeout+5*time.Second {
+		t.Errorf("/livez answered after %v; the header timeout is %v", waited, statusHeaderTimeout)
+	}
+	// Each hostile connection was cut by the header timeout.
+	for _, c := range conns[:statusMaxConns] {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+			continue // net/http's 408, then the close
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("a hostile status client still holds its connection after 10 s")
+		}
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("exit status %d; want 0", code)
+	}
+}
+
+// TestMetricsPassPromtool runs Prometheus's own checker over /metrics.
+// .ci/run installs it; elsewhere the test is skipped without it, unless
+// SERVERY_REQUIRE_PROMTOOL is set, as .ci/run sets it.
+func TestMetricsPassPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("SERVERY_REQUIRE_PROMTOOL") != "" {
+			t.Fatal("promtool not found, and SERVERY_REQUIRE_PROMTOOL is set")
+		}
+		t.Skip("promtool not installed (Debian: apt-get install prometheus)")
+	}
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	s, addr := startWithStatus(t, "-dir", site, "-workers", "2")
+	getN(t, s.addr, 3)
+	killGroup(s.workerPIDs()[0])
+	waitLog(t, s, `msg="worker respawned"`)
+	_, body := statusGet(t, addr, "GET", "/metrics")
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("promtool check metrics: %v\n%s\non:\n%s", err, out, body)
+	}
+}
+
+func TestTallyKeepsWhatExitedWorkersCounted(t *testing.T) {
+	tl := newTally()
+	a, b := new(int), new(int)
+	tl.begin(a, 0)
+	tl.seen(a, workerStats{Accepted: 3, Served: 5})
+	tl.seen(a, workerStats{Accepted: 2, Served: 4}) // an older report changes nothing
+	tl.end(a, nil, exitSignal, "signal: killed")    // killed: what it last said
+	tl.begin(b, 0)
+	tl.seen(b, workerStats{Accepted: 1, Served: 1})
+	slots, exits := tl.read()
+	if got := slots[0]; got.Served != 6 || got.Accepted != 4 || got.LastExit != "signal: killed" {
+		t.Errorf("slot 0 = %+v; want 6 served, 4 accepted, last exit signal: killed", got)
+	}
+	tl.end(b, &workerStats{Accepted: 2, Served: 7}, exitClean, "exit status 0")
+	slots, exits = tl.read()
+	if got := slots[0]; got.Served != 12 || got.Accepted != 5 {
+		t.Errorf("slot 0 = %+v after its second worker exited; want 12 served, 5 accepted", got)
+	}
+	if exits[exitSignal] != 1 || exits[exitClean] != 1 || exits[exitError] != 0 {
+		t.Errorf("exits = %v; want one by signal, one clean", exits)
+	}
+	tl.end(b, nil, exitClean, "twice") // a second end changes nothing
+	if again, _ := tl.read(); again[0] != slots[0] {
+		t.Errorf("a second end changed slot 0: %+v, then %+v", slots[0], again[0])
+	}
+}
