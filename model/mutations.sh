@@ -607,6 +607,65 @@ m_respawn-exe() {
 	edit exe_linux.go 'return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))' '_ = strconv.Itoa; return f.Name()'
 }
 
+mutant counters-kept "counters never go backwards: the parent keeps what exited workers counted" \
+	"a worker's counts are dropped when it exits" \
+	"TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload TestTallyKeepsWhatExitedWorkersCounted"
+m_counters-kept() {
+	edit metrics.go 's.gone = s.gone.add(st)' 's.gone = s.gone.add(workerStats{})'
+}
+
+mutant counters-latest "a worker's counters are the largest it reported: an answer that overtook a later one lowers nothing" \
+	"the last answer read wins" \
+	"TestTallyKeepsWhatExitedWorkersCounted"
+m_counters-latest() {
+	edit metrics.go 'c.last = c.last.max(st)' 'c.last = st'
+}
+
+mutant delay-ready "during the shutdown delay /readyz answers 503" \
+	"the delay does not mark the service leaving" \
+	"TestShutdownDelayIsNotReadyWhileServingOn"
+m_delay-ready() {
+	edit lifecycle.go '	l.leaving = true
+	v.notify(' '	v.notify('
+}
+
+mutant delay-serve "during the shutdown delay every worker serves on" \
+	"the stop begins as the delay does" \
+	"TestShutdownDelayIsNotReadyWhileServingOn"
+m_delay-serve() {
+	edit command.go 't := time.NewTimer(fe.delay)' 't := time.NewTimer(0)'
+}
+
+mutant delay-skip "a second signal skips the shutdown delay" \
+	"the second signal only skips the drain" \
+	"TestSecondSignalSkipsTheShutdownDelay"
+m_delay-skip() {
+	edit command.go '	if !fe.delaying.CompareAndSwap(true, false) {
+		return false
+	}
+	close(fe.skip)' '	if true {
+		return false
+	}
+	close(fe.skip)'
+}
+
+mutant delay-reload "a reload is never applied during the shutdown delay" \
+	"reloads run during the delay" \
+	"TestShutdownDelayIsNotReadyWhileServingOn"
+m_delay-reload() {
+	edit lifecycle.go 'if l.ending || l.leaving || l.serving == nil {' 'if l.ending || l.serving == nil {'
+	edit lifecycle.go 'if !l.reload || l.ending || l.leaving || l.starting' 'if !l.reload || l.ending || l.starting'
+}
+
+mutant status-timeouts "a slow status client holds only its own connection, for the header timeout at most" \
+	"the status listener has no read timeouts" \
+	"TestHostileStatusClientsHoldNothingButTheirConnections"
+m_status-timeouts() {
+	edit status.go '		ReadHeaderTimeout: statusHeaderTimeout,
+		ReadTimeout:       statusHeaderTimeout,
+' ''
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
