@@ -737,7 +737,7 @@ fi
 server_cmd() {
 	local kind=$1 w=$2 port=$3
 	case $kind in
-	servery) printf '%s\n' "$T/bin/servery" -workers "$w" -dir "$SITE" -addr "127.0.0.1:$port" ;;
+	servery) printf '%s\n' "$T/bin/servery" -workers "$w" -dir "$SITE" -addr "127.0.0.1:$port" -status-addr "127.0.0.1:$((port + 1000))" ;;
 	nethttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/baseline" fileserver "127.0.0.1:$port" "$SITE" ;;
 	nethttp-default) printf '%s\n' "$T/bin/baseline" fileserver "127.0.0.1:$port" "$SITE" ;;
 	barehttp) printf '%s\n' env "GOMAXPROCS=$w" "$T/bin/baseline" bare "127.0.0.1:$port" "$SITE/1k.html" ;;
