@@ -328,9 +328,9 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 	default:
 		s.pid, s.since = ev.r.NewPID, time.Now()
 		if ev.recycle {
-			l.stats.Recycles++
 			v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
 				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
+			l.stats.Recycles++
 		} else {
 			l.stats.Respawns++
 			if l.stats.Restarts == nil {

@@ -451,7 +451,7 @@ mutant reload-wait "at most two generations are live: a reload waits for a retir
 	"a reload begins while a generation still stops" \
 	"TestReloadWaitsForARetiringGenerationSoAtMostTwoLive"
 m_reload-wait() {
-	edit lifecycle.go '	if !l.reload || l.ending || l.starting != nil || len(l.stopping) > 0 {' '	if !l.reload || l.ending || l.starting != nil {'
+	edit lifecycle.go '	if !l.reload || l.ending || l.leaving || l.starting != nil || len(l.stopping) > 0 {' '	if !l.reload || l.ending || l.leaving || l.starting != nil {'
 }
 
 mutant respawn "a lost serving worker is replaced in its slot, the others serving on" \
