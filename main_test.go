@@ -104,13 +104,20 @@ func TestHelpSaysLimitsArePerWorker(t *testing.T) {
 	}
 }
 
-func TestAddressInUseExitsOneNamingIt(t *testing.T) {
+// busyAddress returns a loopback address that a listener holds until the
+// test ends.
+func busyAddress(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	addr := ln.Addr().String()
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
+func TestAddressInUseExitsOneNamingIt(t *testing.T) {
+	addr := busyAddress(t)
 	var stdout, stderr bytes.Buffer
 	code := runStatic([]string{"-dir", t.TempDir(), "-addr", addr}, &stdout, &stderr)
 	if code != exitFailure || !strings.Contains(stderr.String(), addr) || !strings.Contains(stderr.String(), "in use") {

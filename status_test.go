@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -181,7 +182,7 @@ func TestStatusListenerServesTheFourEndpoints(t *testing.T) {
 	}
 	var served int64
 	for i, slot := range doc.Slots {
-		if slot.Index != i || slot.State != stateServing || slot.ReadySince == nil || !containsInt(pids, slot.PID) {
+		if slot.Index != i || slot.State != stateServing || slot.ReadySince == nil || !slices.Contains(pids, slot.PID) {
 			t.Errorf("slot %d = %+v; want serving, ready since a time, with one of the pids %v", i, slot, pids)
 		}
 		served += slot.Requests
@@ -226,15 +227,6 @@ func TestStatusListenerServesTheFourEndpoints(t *testing.T) {
 			t.Errorf("%s /status = %s, Allow %q; want 405 with Allow: GET, HEAD", method, resp.Status, resp.Header.Get("Allow"))
 		}
 	}
-}
-
-func containsInt(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // checkExposition checks what promtool cannot be relied on to be here
@@ -401,12 +393,7 @@ func TestSecondSignalSkipsTheShutdownDelay(t *testing.T) {
 }
 
 func TestStatusAddressInUseExitsOneNamingIt(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	busy := ln.Addr().String()
+	busy := busyAddress(t)
 	var stdout, stderr bytes.Buffer
 	code := runStatic([]string{"-dir", t.TempDir(), "-addr", "127.0.0.1:0", "-status-addr", busy}, &stdout, &stderr)
 	msg := stderr.String()

@@ -58,8 +58,8 @@ sleep 8
 # A crash loop in slot 0: each replacement is killed as soon as it starts,
 # six times, so the backoff (0, then 100 ms doubling) grows past a scrape
 # interval and the dip shows in a 1 s scrape; -max-restarts 10 keeps the
-# service alive through it. A single kill is healed in ~15 ms, between two
-# scrapes.
+# service alive through it. A single kill is healed in tens of
+# milliseconds, between two scrapes.
 started() { grep -c 'msg="worker started" generation=1 worker=0 ' "$T/servery.log" || true; }
 for k in 1 2 3 4 5 6; do
 	n=$(started)
