@@ -37,6 +37,12 @@ const protocolVersion = 5
 // of the user-visible command line.
 const workerEnv = "SERVERY_WORKER_PROTOCOL"
 
+// workerNameEnv tells a worker its generation and index ("3 1") before
+// its config arrives, only so that the lines it may log before then (a
+// refusal, a termination during a rollback) say which worker they are
+// about. The config message stays what the worker runs by.
+const workerNameEnv = "SERVERY_WORKER_NAME"
+
 // maxLineBytes bounds one protocol line; a config message carrying a long
 // certificate chain fits comfortably.
 const maxLineBytes = 1 << 20

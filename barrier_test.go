@@ -237,3 +237,18 @@ func TestStartupTimeoutSaysWhatEachWorkerWasDoing(t *testing.T) {
 	}
 	h.assertAllGone()
 }
+
+func TestWorkerLinesBeforeItsConfigNameTheWorker(t *testing.T) {
+	skipWithoutWorkers(t)
+	// A refusal comes before any config: only the environment names it.
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), workerEnv+"=99", workerNameEnv+"=7 2")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatal("a worker of another protocol version exited 0; want a refusal")
+	}
+	if !strings.Contains(stderr.String(), "worker=2") || !strings.Contains(stderr.String(), "generation=7") {
+		t.Errorf("the refusal's line does not name worker 2 of generation 7:\n%s", stderr.String())
+	}
+}

@@ -410,17 +410,18 @@ func (s *Supervisor) spawnAll() error {
 	return nil
 }
 
-// workerEnviron is the environment a worker starts with: the parent's,
-// less what belongs to the parent alone, plus worker mode and a GOMAXPROCS
-// share unless the user chose one.
-func (s *Supervisor) workerEnviron(base []string) []string {
-	env := make([]string, 0, len(base)+2)
+// workerEnviron is the environment worker index starts with: the
+// parent's, less what belongs to the parent alone, plus worker mode, the
+// worker's name and a GOMAXPROCS share unless the user chose one.
+func (s *Supervisor) workerEnviron(base []string, index int) []string {
+	env := make([]string, 0, len(base)+3)
 	for _, kv := range base {
 		if !parentOnlyEnv(kv) {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, workerEnv+"="+strconv.Itoa(protocolVersion))
+	env = append(env, workerEnv+"="+strconv.Itoa(protocolVersion),
+		fmt.Sprintf("%s=%d %d", workerNameEnv, s.cfg.Generation, index))
 	if os.Getenv("GOMAXPROCS") == "" {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(workerProcs(runtime.GOMAXPROCS(0), s.cfg.Workers)))
 	}
@@ -440,7 +441,7 @@ func workerProcs(procs, workers int) int {
 func parentOnlyEnv(kv string) bool {
 	name, _, _ := strings.Cut(kv, "=")
 	switch name {
-	case workerEnv, "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET":
+	case workerEnv, workerNameEnv, "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET":
 		return true
 	}
 	return false
@@ -670,7 +671,7 @@ func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*work
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	cmd.Env = s.workerEnviron(cmd.Env)
+	cmd.Env = s.workerEnviron(cmd.Env, index)
 	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr // logs go where the parent's go

@@ -744,18 +744,18 @@ func TestWorkerEnvironmentSharesCPUsAndDropsParentOnlyVariables(t *testing.T) {
 			t.Errorf("workerProcs(%d, %d) = %d; want %d", tc.procs, tc.workers, got, tc.want)
 		}
 	}
-	s := &Supervisor{cfg: supervisorConfig{Workers: 2}}
+	s := &Supervisor{cfg: supervisorConfig{Workers: 2, Generation: 3}}
 	t.Setenv("GOMAXPROCS", "")
 	env := s.workerEnviron([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/n", "LISTEN_PID=1", "LISTEN_FDS=1",
-		"LISTEN_FDNAMES=web", workerEnv + "=99"})
-	want := []string{"PATH=/bin", workerEnv + "=" + strconv.Itoa(protocolVersion),
+		"LISTEN_FDNAMES=web", workerEnv + "=99", workerNameEnv + "=1 0"}, 1)
+	want := []string{"PATH=/bin", workerEnv + "=" + strconv.Itoa(protocolVersion), workerNameEnv + "=3 1",
 		"GOMAXPROCS=" + strconv.Itoa(workerProcs(runtime.GOMAXPROCS(0), 2))}
 	if !slices.Equal(env, want) {
 		t.Errorf("workerEnviron = %q; want %q", env, want)
 	}
 	t.Setenv("GOMAXPROCS", "3") // the user's choice passes through unchanged
-	want = []string{"GOMAXPROCS=3", workerEnv + "=" + strconv.Itoa(protocolVersion)}
-	if env := s.workerEnviron([]string{"GOMAXPROCS=3"}); !slices.Equal(env, want) {
+	want = []string{"GOMAXPROCS=3", workerEnv + "=" + strconv.Itoa(protocolVersion), workerNameEnv + "=3 0"}
+	if env := s.workerEnviron([]string{"GOMAXPROCS=3"}, 0); !slices.Equal(env, want) {
 		t.Errorf("workerEnviron with GOMAXPROCS set = %q; want %q", env, want)
 	}
 }

@@ -6,6 +6,7 @@ package main
 // and takes part in the startup barrier.
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -236,7 +237,7 @@ func (srv *server) close() error {
 // workerMain is a worker process's main: it speaks the protocol on stdin
 // and stdout, serves app on the listener inherited as fd 3, and returns
 // the exit status.
-func workerMain(log *slog.Logger, app App) int {
+func workerMain(log, named *slog.Logger, app App) int {
 	// The final done message goes to stdout after the parent may have died;
 	// without this a write to the broken pipe would kill the worker with
 	// SIGPIPE before it finished draining.
@@ -252,6 +253,7 @@ func workerMain(log *slog.Logger, app App) int {
 		listener: os.NewFile(3, "listener"),
 		term:     term,
 		log:      log,
+		named:    named,
 	}, app)
 }
 
@@ -262,7 +264,8 @@ type workerIO struct {
 	out      io.Writer
 	listener *os.File // the parent's listening socket; the worker owns it
 	term     <-chan os.Signal
-	log      *slog.Logger
+	log      *slog.Logger // the base; the config adds the worker's name
+	named    *slog.Logger // log named from the environment, until then; may be nil
 }
 
 // runWorker runs a worker through its whole life: config, the App's
@@ -273,7 +276,7 @@ func runWorker(wio workerIO, app App) int {
 	out := &lineWriter{w: wio.out}
 	// The worker's logger gains its index and generation with its config.
 	var logp atomic.Pointer[slog.Logger]
-	logp.Store(wio.log)
+	logp.Store(cmp.Or(wio.named, wio.log))
 	stopWatch := exitOnTermUntilServing(wio.term, &logp)
 	rt, err := prepare(in, out, wio, app, &logp)
 	if err != nil {
@@ -537,8 +540,9 @@ func drainSignal(msgs <-chan message, srv *server, out *lineWriter, log *slog.Lo
 // failed message.
 func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	named := nameLogger(log, os.Getenv(workerNameEnv))
 	refuse := func(reason string) int {
-		log.Error("worker refused", "err", reason)
+		named.Error("worker refused", "err", reason)
 		(&lineWriter{w: os.Stdout}).send(message{Type: msgFailed, Reason: reason})
 		return 1
 	}
@@ -548,5 +552,16 @@ func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App)
 	if _, err := parseFlags(args, io.Discard, appFlags); err != nil {
 		return refuse(fmt.Sprintf("parse command line: %v", err))
 	}
-	return workerMain(log, app)
+	return workerMain(log, named, app)
+}
+
+// nameLogger returns log with the worker, pid and generation that name
+// (workerNameEnv's "generation index") gives, for the lines a worker logs
+// before its config arrives; log itself if name is not one.
+func nameLogger(log *slog.Logger, name string) *slog.Logger {
+	var generation, index int
+	if _, err := fmt.Sscanf(name, "%d %d", &generation, &index); err != nil {
+		return log
+	}
+	return log.With("worker", index, "pid", os.Getpid(), "generation", generation)
 }
