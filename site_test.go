@@ -345,7 +345,7 @@ func TestEveryResponseSaysNosniff(t *testing.T) {
 	}
 }
 
-// builtInTypes is what the README promises for each extension of its
+// builtInTypes is what DESIGN.md promises for each extension of its
 // built-in table, whatever the host's mime.types says.
 var builtInTypes = map[string]string{
 	"html": "text/html; charset=utf-8", "css": "text/css; charset=utf-8",
@@ -358,24 +358,24 @@ var builtInTypes = map[string]string{
 }
 
 func TestBuiltInTypesWinOverTheHostsMimeTypes(t *testing.T) {
-	// The README's list and this test's table are the same set, so a type
-	// the README adds is checked too.
-	readme, err := os.ReadFile("README.md")
+	// DESIGN.md's list and this test's table are the same set, so a type
+	// DESIGN.md adds is checked too.
+	readme, err := os.ReadFile("DESIGN.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`\*\*Media types\*\* come from a built-in table for the web's types \(([^)]*)\)`).FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README no longer lists the built-in media types where this test looks")
+		t.Fatal("DESIGN.md no longer lists the built-in media types where this test looks")
 	}
 	promised := strings.Fields(strings.NewReplacer(",", " ", "\n", " ").Replace(string(m[1])))
 	for _, ext := range promised {
 		if _, ok := builtInTypes[ext]; !ok {
-			t.Errorf("the README promises .%s from the built-in table; add its type to builtInTypes", ext)
+			t.Errorf("DESIGN.md promises .%s from the built-in table; add its type to builtInTypes", ext)
 		}
 	}
 	if len(promised) != len(builtInTypes) {
-		t.Errorf("the README promises %d built-in types %v; the test checks %d", len(promised), promised, len(builtInTypes))
+		t.Errorf("DESIGN.md promises %d built-in types %v; the test checks %d", len(promised), promised, len(builtInTypes))
 	}
 
 	// A host table that disagrees on every one of them. The mime package

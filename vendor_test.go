@@ -46,7 +46,7 @@ func TestVendoredCopyServesItsOwnApp(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command")
 	}
-	const section = "Embedding your own handler (vendoring)"
+	const section = "Embedding your own handler"
 	steps, mainGo := readmeBlock(t, section, "sh"), readmeBlock(t, section, "go")
 	here, err := os.Getwd()
 	if err != nil {

@@ -523,8 +523,8 @@ for p in baseline benchtool; do
 done
 
 # The application workload (section "app"): servery vendored into a module
-# of its own by the README's steps ("Embedding your own handler
-# (vendoring)"), run literally as TestVendoredCopyServesItsOwnApp runs them,
+# of its own by the README's steps ("Embedding your own handler"),
+# run literally as TestVendoredCopyServesItsOwnApp runs them,
 # with a main.go whose App serves one fixed reply held in memory. Built from
 # the working tree's sources as they are now, like servery itself, so
 # servery's own code carries no benchmark-only flag.

@@ -34,7 +34,7 @@
  *    has no cycles (check.sh checks this), so every run ends in a state
  *    where nothing can move, and spin's plain search already means this.
  *
- * Assumptions (each excludes behaviour of the Go code; see README)
+ * Assumptions (each excludes behaviour of the Go code; see DESIGN.md)
  *  A1 Stop's look at s.startDone and its decision to stop are one step. In
  *     Go, Stop sets s.stopping under the same lock when no Start has begun,
  *     so a later Start refuses (this assumption found the race it closes).
@@ -316,7 +316,7 @@ end_monitor:
 			/* Start returns its error; runService returns exitFailure.
 			 * PROPERTY 2b: a failed Start leaves no worker behind, except a
 			 * survivor of the kill deadline, which s.err names. (Start
-			 * returns its own error, not s.err: see README.) */
+			 * returns its own error, not s.err: see DESIGN.md.) */
 			atomic { assert(all_ended || reported_survivor); start_failed = true }
 		:: else ->
 			/* sup.Wait returns s.err; runService exits 1 on it. A lost
@@ -368,7 +368,7 @@ proctype Stopper()
 
 		/* escalate: waitReaped for finalGrace; survivorsError names every
 		 * worker still alive. (The deadline may also win the race against
-		 * the last exit; see README.) */
+		 * the last exit; see DESIGN.md.) */
 		if
 		:: all_ended
 		:: reported_survivor = true

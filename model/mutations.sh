@@ -6,7 +6,7 @@
 #   MUTANT_TIMEOUT=300 bash model/mutations.sh  longer limit per test run (default 120 s)
 #   KEEP=1 bash model/mutations.sh barrier      keep the test logs to read
 #
-# For each central claim of the design (README's "Design record to code"
+# For each central claim of the design (DESIGN.md's "Design record to code"
 # and "Guarantees and limits" tables) it breaks a copy of the repository
 # with one small source edit, builds the copy's test binary and runs only
 # the tests that back the claim; they must FAIL. Each edit replaces an
