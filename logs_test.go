@@ -2,24 +2,34 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestEveryLifecycleLineNamesItsGeneration runs servery through a start,
-// a reload, a reload that fails in its workers and a stop, in both modes, and
-// requires every log line from the moment it listens, the workers' own
-// included, to say which generation it is about.
+// serviceLines are the log lines about the service rather than a
+// generation, made once before any generation starts; DESIGN.md's Logs
+// section lists the same.
+var serviceLines = []string{`msg="tls identity"`, `msg="socket activation"`, `msg="status listener"`}
+
+// TestEveryLifecycleLineNamesItsGeneration runs servery, started by socket
+// activation with TLS, a status listener and a shutdown delay, through a
+// start, a reload, a lost worker's respawn and a recycle (with workers), a
+// reload that fails in its workers, and a stop whose delay a second signal
+// skips, in both modes; it requires every log line but the service's own,
+// the workers' lines included, to say which generation it is about. (Ticket
+// key rotation, once a day, is TestTicketKeyRotationLineNamesTheGeneration's.)
 func TestEveryLifecycleLineNamesItsGeneration(t *testing.T) {
+	skipWithoutWorkers(t) // socket activation starts servery through sh
 	for _, workers := range []string{"1", "2"} {
 		t.Run("workers="+workers, func(t *testing.T) {
-			if workers != "1" {
-				skipWithoutWorkers(t)
-			}
 			dir := t.TempDir()
 			id, err := selfSignedIdentity("127.0.0.1", time.Now())
 			if err != nil {
@@ -30,9 +40,33 @@ func TestEveryLifecycleLineNamesItsGeneration(t *testing.T) {
 			cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 			site := t.TempDir()
 			writeFile(t, site, "index.html", "hello")
-			s := startServery(t, "-dir", site, "-workers", workers, "-tls-cert", cert, "-tls-key", key)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"-dir", site, "-workers", workers, "-tls-cert", cert, "-tls-key", key,
+				"-status-addr", "127.0.0.1:0", "-shutdown-delay", "10s"}
+			if workers != "1" {
+				args = append(args, "-max-requests", "20")
+			}
+			cmd := activatedCommand(t, ln, "1", args...)
+			ln.Close() // servery holds the only copy now
+			s := launchServery(t, cmd)
 			s.signal(syscall.SIGHUP)
 			waitLog(t, s, `msg=reloaded generation=2`)
+			if workers != "1" {
+				pids := s.workerPIDs() // generation 2's come last
+				kill(pids[len(pids)-1])
+				waitLog(t, s, `msg="worker respawned" generation=2`)
+				client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+				for range 60 {
+					if resp, err := client.Get("https://" + s.addr + "/"); err == nil {
+						resp.Body.Close()
+					}
+				}
+				client.CloseIdleConnections()
+				waitLog(t, s, `msg="worker recycled" generation=2`)
+			}
 			// A directory that is gone fails the next reload in its
 			// workers' App start.
 			if err := os.Rename(site, site+".gone"); err != nil {
@@ -41,16 +75,15 @@ func TestEveryLifecycleLineNamesItsGeneration(t *testing.T) {
 			s.signal(syscall.SIGHUP)
 			waitLog(t, s, `msg="reload failed, still serving"`)
 			s.signal(syscall.SIGTERM)
+			waitLog(t, s, `msg="shutdown delay: not ready, serving on"`)
+			s.signal(syscall.SIGTERM) // skips the delay
 			if code := s.wait(10 * time.Second); code != exitOK {
 				t.Fatalf("exit status %d; want 0", code)
 			}
 			for _, line := range strings.Split(strings.TrimSpace(s.logs()), "\n") {
-				// The identity is the service's, made before any generation
-				// and kept across them.
-				if strings.Contains(line, `msg="tls identity"`) {
-					continue
-				}
-				if !strings.Contains(line, " generation=") {
+				if !strings.Contains(line, " generation=") && !slices.ContainsFunc(serviceLines, func(msg string) bool {
+					return strings.Contains(line, msg)
+				}) {
 					t.Errorf("log line without generation=: %s", line)
 				}
 			}
