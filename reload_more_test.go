@@ -348,6 +348,53 @@ func TestRespawnRunsItsGenerationsExecutableAfterTheFileWasReplaced(t *testing.T
 	s.assertNoWorkersLeft()
 }
 
+// buildWithProtocolVersion builds servery from this package's sources
+// with protocolVersion set to version, and returns the executable's path.
+// It skips the test on a machine without the go command.
+func buildWithProtocolVersion(t *testing.T, version int) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	src := t.TempDir()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "go.mod")
+	const decl = "const protocolVersion = "
+	changed := false
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		if i := strings.Index(text, "\n"+decl); i >= 0 {
+			end := i + 1 + len(decl) + strings.IndexByte(text[i+1+len(decl):], '\n')
+			text = text[:i+1] + decl + strconv.Itoa(version) + text[end:]
+			changed = true
+		}
+		if err := os.WriteFile(filepath.Join(src, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !changed {
+		t.Fatalf("no %q line in the sources", decl)
+	}
+	cmd := exec.Command(goCmd, "build", "-o", "servery", ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return filepath.Join(src, "servery")
+}
+
 func TestIncompatibleReplacementExecutableFailsTheReload(t *testing.T) {
 	skipWithoutWorkers(t)
 	exe := filepath.Join(t.TempDir(), "servery")
@@ -357,12 +404,17 @@ func TestIncompatibleReplacementExecutableFailsTheReload(t *testing.T) {
 	s := startInstalled(t, exe, "-dir", dir, "-workers", "2")
 	serving := generationPIDs(s, 1)
 
-	// Another build whose worker refuses this parent's protocol: it says
-	// so on stdout, as a worker of another protocol version does, and
-	// exits without reading its config.
-	const reason = "protocol version 1, this replacement speaks another"
-	script := "#!/bin/sh\nprintf '%s\\n' '{\"type\":\"failed\",\"reason\":\"" + reason + "\"}'\nexit 1\n"
-	replaceFile(t, exe, strings.NewReader(script))
+	// The next release, built from these sources with the protocol
+	// version one higher: its workers refuse this parent's.
+	next := buildWithProtocolVersion(t, protocolVersion+1)
+	f, err := os.Open(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	replaceFile(t, exe, f)
+	// As the log quotes it: protocol version \"5\", want 6.
+	reason := fmt.Sprintf(`protocol version \"%d\", want %d`, protocolVersion, protocolVersion+1)
 	s.signal(syscall.SIGHUP)
 	waitLog(t, s, `msg="reload failed, still serving" generation=2 serving=1 err=".*`+regexp.QuoteMeta(reason))
 	if n := len(generationPIDs(s, 2)); n == 0 {
