@@ -353,6 +353,43 @@ func TestRequestHeadOf16KiBIsServedAndOneByteMoreGets431(t *testing.T) {
 	assertStillServes(t, h.addr, "requests at the header limit")
 }
 
+// TestHTTP2AdvertisesAHeaderListOf12608Bytes checks the HTTP/2 header
+// limit the docs give: net/http counts the header list (each field's name
+// and value plus 32 bytes) and announces its limit in its first SETTINGS
+// frame, where a client (Go's among them) keeps below it.
+func TestHTTP2AdvertisesAHeaderListOf12608Bytes(t *testing.T) {
+	id, err := selfSignedIdentity("127.0.0.1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "index.html", "hello")
+	addr := startRuntime(t, dir, runtimeConfig{HeaderTimeout: time.Second, IdleTimeout: time.Second, TLS: id})
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	writeFrame(c, 0x4, 0, 0, nil) // SETTINGS, none
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	typ, flags, _, payload, err := readFrame(bufio.NewReader(c))
+	if err != nil || typ != 0x4 || flags&0x1 != 0 {
+		t.Fatalf("first frame: type %#x flags %#x, %v; want the server's SETTINGS", typ, flags, err)
+	}
+	const maxHeaderListSize = 0x6
+	for i := 0; i+6 <= len(payload); i += 6 {
+		if uint16(payload[i])<<8|uint16(payload[i+1]) == maxHeaderListSize {
+			got := uint32(payload[i+2])<<24 | uint32(payload[i+3])<<16 | uint32(payload[i+4])<<8 | uint32(payload[i+5])
+			if got != 12608 {
+				t.Errorf("SETTINGS_MAX_HEADER_LIST_SIZE = %d; want 12608", got)
+			}
+			return
+		}
+	}
+	t.Errorf("the server's SETTINGS %x announce no SETTINGS_MAX_HEADER_LIST_SIZE", payload)
+}
+
 // pathEscapes are request targets, sent as raw bytes, that try to reach a
 // file outside the root or a hidden one: the handler-level hostilePaths
 // (static_test.go) plus forms only the wire has, which net/http parses

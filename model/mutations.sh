@@ -334,6 +334,13 @@ m_promote-lost() {
 	edit lifecycle.go 'if err == nil && s.lost != nil {' 'if false && s.lost != nil {'
 }
 
+mutant ticket-shared "one set of session ticket keys: a returning client resumes on any worker" \
+	"each worker keeps its own automatic ticket keys" \
+	"TestSessionsResumeWhicheverWorkerAnswers"
+m_ticket-shared() {
+	edit tls.go '	cfg.SetSessionTicketKeys(arr)' '	_ = arr'
+}
+
 mutant ticket-promote "a rotation during a reload reaches the new generation" \
 	"promotion does not send the current ticket keys" \
 	"TestReloadHandsTheNewGenerationTheCurrentTicketKeys"
