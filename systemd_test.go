@@ -131,7 +131,7 @@ func assertNoParentOnlyEnv(t *testing.T, pids []int) {
 			t.Skipf("cannot read a worker's environment: %v", err)
 		}
 		for kv := range bytes.SplitSeq(b, []byte{0}) {
-			if parentOnlyEnv(string(kv)) && !bytes.HasPrefix(kv, []byte(workerEnv)) {
+			if parentOnlyEnv(string(kv)) && !bytes.HasPrefix(kv, []byte(workerEnv+"=")) && !bytes.HasPrefix(kv, []byte(workerNameEnv+"=")) {
 				t.Errorf("worker pid %d sees %s", pid, kv)
 			}
 		}
