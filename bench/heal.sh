@@ -22,7 +22,7 @@
 #    worker is killed: the healing lines, the backoffs actually taken, and
 #    the time from the kill to servery's exit 1.
 #
-# The timing is done by bench/reloadtool (shared with bench/reload.sh),
+# The timing is done by bench/reloadtool (shared with go run ./bench's reload section),
 # built from the working tree. Prints Markdown and saves it to
 # bench/out/heal.md, the req/s series to bench/out/heal-rps.csv (one file
 # per run next to it), the plot to bench/out/heal-rps.svg, servery's logs
@@ -100,7 +100,7 @@ die() {
 	exit 1
 }
 
-# Process bookkeeping as in bench/reload.sh: every process we start leads
+# Process bookkeeping as in go run ./bench: every process we start leads
 # its own session (setsid) and goes into $T/pids, and so does each servery
 # the helper starts (its pid file); servery's workers lead their own
 # sessions, so descendants are signalled one by one too.
@@ -288,8 +288,8 @@ BIN_HASH=$(sha256sum "$T/bin/servery" | cut -c1-12)
 (cd "$REPO" && go build -o "$T/bin/reloadtool" ./bench/reloadtool) >"$T/logs/build-tool.log" 2>&1 ||
 	die "go build of the helper failed: $(cat "$T/logs/build-tool.log")"
 
-# The site: one fixed 1 KiB file (the same as bench/reload.sh's); the
-# crash loop gets a copy of its own, which it renames.
+# The site: one fixed 1 KiB file; the crash loop gets a copy of its own,
+# which it renames.
 awk 'BEGIN{for (i = 0; i < 1024; i++) printf "%c", (i % 64 == 63) ? 10 : 97 + (i * 7) % 26}' >"$T/site/1k.html"
 [[ $(stat -c %s "$T/site/1k.html") == 1024 ]] || die "1k.html is not 1024 bytes"
 cp "$T/site/1k.html" "$T/site-crash/1k.html"

@@ -1,11 +1,12 @@
 //go:build linux
 
-// reloadtool is the timing half of bench/reload.sh and bench/heal.sh,
-// which build it from here (go build ./bench/reloadtool). Every mode execs
-// the servery command given after --, in its own session, reads its
-// stderr from a pipe (stamping each line with this process's clock and
-// copying it to -log), waits for msg=serving, and ends by SIGTERM to
-// servery and waiting for it to exit (crashloop: for servery's own exit).
+// reloadtool is the timing half of go run ./bench's reload section and
+// of bench/heal.sh, which build it from here (go build ./bench/reloadtool).
+// Every mode execs the servery command given after --, in its own
+// session, reads its stderr from a pipe (stamping each line with this
+// process's clock and copying it to -log), waits for msg=serving, and
+// ends by SIGTERM to servery and waiting for it to exit (crashloop: for
+// servery's own exit).
 // Linux only: it reads /proc.
 //
 // Mode idle (-n, -gap, -out, -other): N reloads of an idle server, one at
