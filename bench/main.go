@@ -1,8 +1,9 @@
 //go:build linux
 
-// Command bench measures servery against its baselines and prints a
-// Markdown report, also written to bench/out/report.md with the raw load
-// generator output, server logs and TSVs in bench/out/raw/:
+// Command bench measures servery against its baselines, and its reloads
+// and healing, and prints a Markdown report, also written to
+// bench/out/report.md with the raw load generator output, server logs and
+// TSVs in bench/out/raw/ and the reload and heal plots beside it:
 //
 //	go run ./bench                                  # every section
 //	go run ./bench -sections throughput,https -trials 5
@@ -56,7 +57,7 @@ type config struct {
 	out                   string
 }
 
-var allSections = []string{"throughput", "app", "balance", "startup", "memory", "https", "reload"}
+var allSections = []string{"throughput", "app", "balance", "startup", "memory", "https", "reload", "heal"}
 
 func parseConfig(args []string) (config, error) {
 	var c config
@@ -221,6 +222,9 @@ func run(cfg config) (status int) {
 	if cfg.want("reload") {
 		b.reload()
 	}
+	if cfg.want("heal") {
+		b.heal()
+	}
 	b.footer()
 	b.save("report.md")
 	fmt.Print(b.rep.String())
@@ -287,7 +291,7 @@ func (b *bench) install() {
 		need["h2load"] = "nghttp2-client"
 		need["caddy"] = "caddy"
 	}
-	if b.cfg.want("reload") {
+	if anyOf("reload", "heal") {
 		need["gnuplot"] = "gnuplot-nox"
 	}
 	var pkgs []string

@@ -122,10 +122,7 @@ func (b *bench) reload() {
 		idleReloads, loadWorkers, dur, hupCount = 5, []int{4}, 5*time.Second, 3
 	}
 	const gap, bucketMS = "300ms", 100
-	tool := filepath.Join(b.tmp, "bin", "reloadtool")
-	if err := run1(b.logPath("build.log"), b.repo, "go", "build", "-o", tool, "./bench/reloadtool"); err != nil {
-		die("go build of bench/reloadtool: %v: %s", err, tail(b.logPath("build.log"), 20))
-	}
+	tool := b.buildReloadtool()
 	pinned := b.box.ncpu >= 2
 	port := c.basePort + 200
 	// The site's 1 KiB file is the same for every section; reloadtool

@@ -1,6 +1,6 @@
 //go:build linux
 
-// heal.go is bench/heal.sh's part of reloadtool: killing workers under
+// heal.go is the heal section's part of reloadtool: killing workers under
 // load (mode load's -kills) and attributing the requests that fail to the
 // killed worker's connections, recording the healing lines (respawns and
 // recycles), timing cold starts (mode coldstart) and following a crash

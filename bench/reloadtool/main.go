@@ -1,7 +1,7 @@
 //go:build linux
 
-// reloadtool is the timing half of go run ./bench's reload section and
-// of bench/heal.sh, which build it from here (go build ./bench/reloadtool).
+// reloadtool is the timing half of go run ./bench's reload and heal
+// sections, which build it from here (go build ./bench/reloadtool).
 // Every mode execs the servery command given after --, in its own
 // session, reads its stderr from a pipe (stamping each line with this
 // process's clock and copying it to -log), waits for msg=serving, and
