@@ -12,6 +12,8 @@ import (
 	"strings"
 )
 
+// balance runs servery with 4 workers under three loads and reads how many
+// connections and requests each worker took from its stop log.
 func (b *bench) balance() {
 	c := b.cfg
 	b.rep.mdf("## 2. Connection balance: servery -workers 4, wrk -t1 -c%d -d%v, counters from the stop log", c.conns, c.balDur)
@@ -35,7 +37,7 @@ func (b *bench) balance() {
 		s := b.startServer(name, "servery", 4, r.cpus, port)
 		res := b.wrk(b.logPath("wrk-"+name+".txt"), r.loadCPUs, c.balDur, fmt.Sprintf("http://127.0.0.1:%d/1k.html", port), r.extra...)
 		b.stop(s)
-		b.logIssues(name, s.log)
+		b.logIssues(name, s.log, nil)
 		if res.errors != 0 {
 			b.rep.problem("%s: wrk reported %d errors", name, res.errors)
 		}

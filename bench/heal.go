@@ -51,6 +51,8 @@ func (p healPlan) rotationSteady() bool {
 	return p.kills <= p.workers || p.killGap*time.Duration(p.workers) >= p.steady
 }
 
+// heal runs section 7's four runs with bench/reloadtool (kills, cold
+// starts, recycling, a crash loop), then writes the report and the plot.
 func (b *bench) heal() {
 	c, p := b.cfg, b.healPlan()
 	tool := b.buildReloadtool()
@@ -172,6 +174,7 @@ func pctOf(x, m float64) string {
 	return fmt.Sprintf("%g (%.0f %%)", x, 100*x/m)
 }
 
+// healKills writes 7.1: the kill run and the cold starts beside it.
 func (b *bench) healKills(p healPlan, offs, slots []string) {
 	c := b.cfg
 	b.rep.mdf("### 7.1 A worker killed under load: -workers %d -max-restarts %d, %d SIGKILLs %v apart", p.workers, p.killRestarts, p.kills, p.killGap)
@@ -258,7 +261,13 @@ func (b *bench) healKills(p healPlan, offs, slots []string) {
 		b.rep.problem("heal kill: %d of %d kills made", n, p.kills)
 	}
 	if n := numOf(s, "kills_failed"); n != 0 {
-		b.rep.problem("heal kill: %d kills failed", n)
+		var why []string
+		for _, r := range kills {
+			if len(r) > 16 && r[16] != "" {
+				why = append(why, r[16])
+			}
+		}
+		b.rep.problem("heal kill: %d kills failed: %s", n, strings.Join(why[:min(3, len(why))], "; "))
 	}
 	if n := numOf(s, "kills_missing_lines"); n != 0 {
 		b.rep.problem("heal kill: %d kills lack an expected line (worker lost, worker respawning, worker started, worker respawned): see the table", n)
@@ -348,6 +357,7 @@ func readCSV(path string) [][]float64 {
 	return rows
 }
 
+// healRecycle writes 7.2: the recycling run.
 func (b *bench) healRecycle(p healPlan) {
 	c := b.cfg
 	b.rep.mdf("### 7.2 Recycling under load: -workers %d -max-requests %d, %v measured after %v warmup", p.workers, p.maxRequests, p.recycleDur, c.warmup)
@@ -429,6 +439,7 @@ func durMS(s string) float64 {
 	return float64(d) / 1e6
 }
 
+// healCrash writes 7.3: the crash loop, its lines and its backoffs.
 func (b *bench) healCrash(p healPlan) {
 	b.rep.mdf("### 7.3 Crash loop: -workers %d, default -max-restarts 5 / -restart-window 1m", p.workers)
 	b.rep.md("")
@@ -559,8 +570,7 @@ func (b *bench) healPlot(p healPlan) {
 		must(os.WriteFile(files[run], []byte(sb.String()), 0o644))
 	}
 	must(os.WriteFile(filepath.Join(out, "heal-rps.csv"), []byte(all.String()), 0o644))
-	rev, _ := runOutput("git", "-C", b.repo, "rev-parse", "--short", "HEAD")
-	rev, date := strings.TrimSpace(rev), time.Now().UTC().Format("2006-01-02")
+	rev, date := b.rev, time.Now().UTC().Format("2006-01-02")
 	var gp strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&gp, format+"\n", args...) }
 	w("set terminal svg size 960,900 font 'sans,12' noenhanced")
@@ -585,7 +595,7 @@ func (b *bench) healPlot(p healPlan) {
 	w("set title '2. -max-requests %d: worker recycles completed per bucket on the right axis'", p.maxRequests)
 	w("set y2label 'recycles / errors per bucket'")
 	w("set xrange [0:%g]", p.recycleDur.Seconds())
-	w("set label 1 'made by: go run ./bench -sections heal (commit %s, %s)' at screen 0.01, screen 0.012 font ',9' tc rgb '#555555'", rev, date)
+	w("set label 1 'made by: %s (commit %s, %s)' at screen 0.01, screen 0.012 font ',9' tc rgb '#555555'", b.command(), rev, date)
 	if f := files["recycle"]; f != "" {
 		w("plot '%s' skip 1 using ($1/1000):2 with steps lw 1.5 lc rgb '#2ca02c' title 'req/s, GET', \\", f)
 		w("  '%s' skip 1 using ($1/1000+%d/2000.0):($5>0?$5:1/0) axes x1y2 with impulses lw 2 lc rgb '#9467bd' title 'recycles completed (right axis)', \\", f, p.bucketMS)

@@ -31,6 +31,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -59,6 +60,8 @@ type config struct {
 
 var allSections = []string{"throughput", "app", "balance", "startup", "memory", "https", "reload", "heal"}
 
+// parseConfig reads the command line; -quick changes the defaults it
+// does not set.
 func parseConfig(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -74,7 +77,7 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.h2Conns, "h2-conns", 0, "h2load -c (default -conns)")
 	fs.IntVar(&c.h2Streams, "h2-streams", 10, "h2load -m, concurrent streams per connection")
 	fs.IntVar(&c.httpsWorkers, "https-workers", 2, "https: servery -workers N beside direct mode")
-	fs.IntVar(&c.basePort, "base-port", 18180, "first port; ports up to base-port+54, and +1000 for status listeners, are used")
+	fs.IntVar(&c.basePort, "base-port", 18180, "first port; ports up to base-port+310, and +1000 for status listeners, are used")
 	fs.StringVar(&c.serverCPU, "server-cpu", "0", "one-core rows: the server's CPU (taskset -c)")
 	fs.StringVar(&c.wrkCPU, "wrk-cpu", "1", "one-core rows: the load generator's CPU")
 	fs.StringVar(&c.pairCPUs, "pair-cpus", "0-1", "two-core rows: server and load generator both here")
@@ -151,6 +154,8 @@ type bench struct {
 	started time.Time
 	// tpBalance is the throughput runs' balance, for section 2's table.
 	tpBalance []tpBalance
+	rev       string    // the commit measured, with -dirty for edited sources
+	ending    sync.Once // end runs once, on finishing, failing or a signal
 }
 
 func main() {
@@ -165,42 +170,36 @@ func main() {
 	os.Exit(run(cfg))
 }
 
-// run measures every section cfg asks for and returns the exit status: 1
-// if the run could not finish (the report so far is saved beside the
-// full one's place), 0 otherwise; problems it saw are in the report.
+// run measures every section cfg asks for and returns the exit status:
+// 0, or 3 if the report lists problems, or 1 if the run could not finish;
+// a signal ends it with 128 + the signal's number. A run that does not
+// finish leaves the report so far in report.partial.md.
 func run(cfg config) (status int) {
 	b := &bench{cfg: cfg, bin: map[string]string{}, started: time.Now()}
 	b.procs = newTracker()
 	b.rep = newReport()
 	// A signal ends the run as a failure would: every process it started
-	// goes with it.
+	// goes with it, and the report so far is kept. The run's goroutine
+	// may still be starting a process meanwhile; the tracker kills it.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
-		<-sigs
-		say("interrupted; ending every process the run started")
-		b.procs.endAll(b.tmp)
-		if b.tmp != "" {
-			os.RemoveAll(b.tmp)
-		}
-		os.Exit(130)
+		sig := <-sigs
+		say("interrupted by %v; ending every process the run started", sig)
+		os.Exit(b.end(128 + int(sig.(syscall.Signal))))
 	}()
 	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(fatal)
-			if !ok {
-				panic(r)
-			}
+		r := recover()
+		f, isFatal := r.(fatal)
+		if r != nil && !isFatal {
+			b.end(1) // a bug: no process outlives it either
+			panic(r)
+		}
+		if isFatal {
 			say("FAILED: %v", f.err)
 			status = 1
 		}
-		b.procs.endAll(b.tmp)
-		if status != 0 && b.rep.len() > 0 {
-			b.save("report.partial.md")
-		}
-		if b.tmp != "" {
-			os.RemoveAll(b.tmp)
-		}
+		status = b.end(status)
 	}()
 	b.setup()
 	b.header()
@@ -229,7 +228,29 @@ func run(cfg config) (status int) {
 	b.save("report.md")
 	fmt.Print(b.rep.String())
 	say("done in %.0f s; report saved to %s", time.Since(b.started).Seconds(), filepath.Join(cfg.out, "report.md"))
+	if len(b.rep.problems) > 0 {
+		return 3
+	}
 	return 0
+}
+
+// end, once, ends every process the run started, saves the report so far
+// unless the run finished (status 0 or 3), and removes the temp dir; it
+// returns status, for the caller that ended the run first.
+func (b *bench) end(status int) int {
+	b.ending.Do(func() {
+		b.procs.endAll(b.tmp)
+		if status != 0 && status != 3 && b.rep.len() > 0 && b.tmp != "" {
+			func() {
+				defer func() { recover() }() // saving is best effort here
+				b.save("report.partial.md")
+			}()
+		}
+		if b.tmp != "" {
+			os.RemoveAll(b.tmp)
+		}
+	})
+	return status
 }
 
 // fatal is what die panics with; run recovers it, ends every process and

@@ -66,6 +66,8 @@ func total(ms []procMem, f func(procMem) float64) float64 {
 	return t
 }
 
+// memory snapshots every server's processes when ready and after a
+// short load.
 func (b *bench) memory() {
 	c := b.cfg
 	type cfg struct {
@@ -90,7 +92,7 @@ func (b *bench) memory() {
 		snaps[name+".loaded"] = snapshot(s.pid)
 		b.stop(s)
 		if sc.kind == "servery" {
-			b.logIssues(name, s.log)
+			b.logIssues(name, s.log, nil)
 		}
 		for _, ph := range phases {
 			for _, m := range snaps[name+"."+ph] {

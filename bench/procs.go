@@ -36,6 +36,7 @@ type tracker struct {
 
 func newTracker() *tracker { return &tracker{pids: map[int]bool{}} }
 
+// add tracks pid, or kills its tree at once if the run is ending.
 func (t *tracker) add(pid int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -46,6 +47,7 @@ func (t *tracker) add(pid int) {
 	t.pids[pid] = true
 }
 
+// remove forgets pid, which has ended.
 func (t *tracker) remove(pid int) { t.mu.Lock(); delete(t.pids, pid); t.mu.Unlock() }
 
 // endAll terminates every tracked tree, kills what is left half a second
@@ -122,6 +124,7 @@ type procStat struct {
 	ok    bool
 }
 
+// readStat reads /proc/PID/stat; ok is false once the process is gone.
 func readStat(pid int) procStat {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -201,9 +204,9 @@ type server struct {
 	done  chan struct{}
 }
 
-// command is the argv and extra environment of a server of kind with w
-// workers (or GOMAXPROCS=w) on port.
-func (b *bench) command(kind string, w, port int) (argv, env []string) {
+// serverCommand is the argv and extra environment of a server of kind
+// with w workers (or GOMAXPROCS=w) on port.
+func (b *bench) serverCommand(kind string, w, port int) (argv, env []string) {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	n := strconv.Itoa(w)
 	gomaxprocs := []string{"GOMAXPROCS=" + n}
@@ -243,7 +246,7 @@ func (b *bench) command(kind string, w, port int) (argv, env []string) {
 // (every process it starts inherits the pinning) unless cpus is empty,
 // and returns once it answers GET /1k.html with the site's bytes.
 func (b *bench) startServer(name, kind string, w int, cpus string, port int) *server {
-	argv, env := b.command(kind, w, port)
+	argv, env := b.serverCommand(kind, w, port)
 	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond); err == nil {
 		c.Close()
 		die("port %d is already answering before starting %s", port, name)
@@ -330,6 +333,7 @@ func (b *bench) waitReady(s *server) {
 	die("%s not answering on port %d after 15 s; log: %s", s.name, s.port, tail(s.log, 20))
 }
 
+// mustRead reads a file the run wrote, or ends the run.
 func mustRead(path string) []byte {
 	b, err := os.ReadFile(path)
 	must(err)

@@ -115,6 +115,9 @@ func summary(path string) map[string]string {
 	return m
 }
 
+// reload runs section 6: idle reloads for 1, 2 and 4 workers, then
+// reloads under load, each run by bench/reloadtool; then the report and
+// the plot.
 func (b *bench) reload() {
 	c := b.cfg
 	idleReloads, loadWorkers, dur, hupCount := 11, []int{2, 4}, 10*time.Second, 5
@@ -179,6 +182,7 @@ func (b *bench) reload() {
 	b.reloadPlot(runs, dur, hups, loadWorkers)
 }
 
+// reloadReport writes section 6 from reloadtool's TSVs and summaries.
 func (b *bench) reloadReport(idleWorkers []int, idleReloads int, runs []reloadRun, dur time.Duration, hups []string, gap string, pinned bool) {
 	c := b.cfg
 	ms := func(us float64) string { return num("%.1f", us/1000) }
@@ -369,8 +373,7 @@ func (b *bench) reloadPlot(runs []reloadRun, dur time.Duration, hups []string, l
 	if len(plots) == 0 {
 		plots = []string{"1/0 notitle"}
 	}
-	rev, _ := runOutput("git", "-C", b.repo, "rev-parse", "--short", "HEAD")
-	rev = strings.TrimSpace(rev)
+	rev := b.rev
 	var ws []string
 	for _, w := range loadWorkers {
 		ws = append(ws, strconv.Itoa(w))
@@ -389,7 +392,7 @@ func (b *bench) reloadPlot(runs []reloadRun, dur time.Duration, hups []string, l
 		t := strings.TrimSuffix(h, "ms")
 		fmt.Fprintf(&gp, "set arrow from %s/1000.0, graph 0 to %s/1000.0, graph 1 nohead dt 2 lw 1.5 lc rgb '#d62728' back\n", t, t)
 	}
-	fmt.Fprintf(&gp, "set label 1 'made by: go run ./bench -sections reload (commit %s, %s)' at screen 0.01, screen 0.015 font ',9' tc rgb '#555555'\n", rev, time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&gp, "set label 1 'made by: %s (commit %s, %s)' at screen 0.01, screen 0.015 font ',9' tc rgb '#555555'\n", b.command(), rev, time.Now().UTC().Format("2006-01-02"))
 	gp.WriteString("plot " + strings.Join(plots, ", \\\n\t") + "\n")
 	script := b.logPath("plot.gp")
 	must(os.WriteFile(script, []byte(gp.String()), 0o644))

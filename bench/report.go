@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -86,6 +87,7 @@ func madPct(xs []float64) float64 {
 	return 100 * median(dev) / m
 }
 
+// maxOf is the largest of xs, NaN for none.
 func maxOf(xs []float64) float64 {
 	m := math.NaN()
 	for _, x := range xs {
@@ -96,6 +98,7 @@ func maxOf(xs []float64) float64 {
 	return m
 }
 
+// ratio is a / b, NaN when b is 0.
 func ratio(a, b float64) float64 {
 	if b == 0 {
 		return math.NaN()
@@ -140,13 +143,13 @@ func verdict(v float64, op string, target, stretch float64) string {
 var none = math.NaN() // no stretch target
 
 // logIssues makes a problem of WARN and ERROR lines, panics and fatal
-// errors in a servery log, but for lines matching any of ignore.
-func (b *bench) logIssues(name, log string, ignore ...string) {
+// errors in a servery log, but for lines ignore matches (when not nil).
+func (b *bench) logIssues(name, log string, ignore *regexp.Regexp) {
 	var hits []string
 	for _, line := range strings.Split(string(mustRead(log)), "\n") {
 		bad := strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") ||
 			strings.Contains(line, "panic:") || strings.Contains(line, "fatal error")
-		if bad && !slices.ContainsFunc(ignore, func(s string) bool { return strings.Contains(line, s) }) {
+		if bad && (ignore == nil || !ignore.MatchString(line)) {
 			hits = append(hits, line)
 		}
 	}
@@ -163,9 +166,9 @@ func (b *bench) header() {
 		line, _, _ := strings.Cut(strings.TrimSpace(o), "\n")
 		return line
 	}
-	rev := out("git", "-C", b.repo, "rev-parse", "--short", "HEAD")
+	b.rev = out("git", "-C", b.repo, "rev-parse", "--short", "HEAD")
 	if out("git", "-C", b.repo, "status", "--porcelain", "--untracked-files=no") != "" {
-		rev += "-dirty"
+		b.rev += "-dirty"
 	}
 	cpu := "unknown"
 	for _, line := range strings.Split(string(mustRead("/proc/cpuinfo")), "\n") {
@@ -180,7 +183,8 @@ func (b *bench) header() {
 	b.rep.mdf("| CPU | %s |", cpu)
 	b.rep.mdf("| nproc | %d |", b.box.ncpu)
 	b.rep.mdf("| go | %s |", out("go", "version"))
-	b.rep.mdf("| servery | git %s, binary sha256 %s |", rev, fileHash(b.bin["servery"]))
+	b.rep.mdf("| servery | git %s, binary sha256 %s |", b.rev, fileHash(b.bin["servery"]))
+	b.rep.mdf("| command | `%s` |", b.command())
 	if c.want("app") {
 		b.rep.mdf("| app (section 1b) | the same sources vendored by the README's steps, with a main.go that writes 1 KiB from memory; binary sha256 %s |", fileHash(b.bin["app"]))
 	}
@@ -216,10 +220,18 @@ func (b *bench) footer() {
 	b.rep.md("- 2 cores in all, shared with the load generator: in group A it has its own core, in group B (and the balance/memory runs) it competes with the server, so group B measures the pair, not the server alone.")
 	b.rep.md("- Loopback only: no NIC, no interrupts, no real network latency; responses from a warm page cache (and nginx's open_file_cache), so this measures per-request CPU cost, not I/O.")
 	b.rep.mdf("- wrk uses one thread and %d keep-alive connections; a single wrk thread may be near its own limit against the fastest servers, which compresses ratios towards 1.", c.conns)
+	if c.want("reload") || c.want("heal") {
+		b.rep.md("- Reload and heal: the load is bench/reloadtool's Go client, heavier per request than wrk, so their req/s level is the client's and the pair's, not servery's ceiling: what matters there is the shape around each SIGHUP, kill or recycle. A bucket's req/s is its count x 10 (100 ms buckets, by completion time). Under load servery's parent shares its CPU with its busy workers, so a replacement's time to ready includes waiting for that CPU.")
+	}
 	b.rep.mdf("- Short runs (%v x %d trials) on a shared machine: other work on it shows up as noise; see the MAD and other-work columns, the retries and waits below, and the load average. Startup times are ~1 ms resolution.", c.dur, c.trials)
 	b.rep.md("- servery is measured as built from the working tree at run time, which may include uncommitted edits.")
 	b.rep.mdf("- Waited %.0f s in all for the box to go quiet; measured %d run(s) again that other work disturbed.", b.box.waited.Seconds(), b.box.retried)
 	b.rep.mdf("- Load average at end: %s. Wall time: %.0f s.", loadavg(), time.Since(b.started).Seconds())
+}
+
+// command is how the harness was run, for the report and the plots.
+func (b *bench) command() string {
+	return strings.TrimSpace("go run ./bench " + strings.Join(os.Args[1:], " "))
 }
 
 func loadavg() string {

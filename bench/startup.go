@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,7 +31,11 @@ type startStop struct {
 // new connection until a 200 with the file's length, idles, sends SIGTERM
 // and times the exit.
 func (b *bench) firstAnswer(name, kind string, w, port int) (startStop, error) {
-	argv, env := b.command(kind, w, port)
+	argv, env := b.serverCommand(kind, w, port)
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond); err == nil {
+		c.Close()
+		die("port %d is already answering before the startup trial %s", port, name)
+	}
 	logf, err := os.OpenFile(b.logPath(name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	must(err)
 	defer logf.Close()
@@ -105,6 +110,8 @@ func logDuration(log []byte, msg, key string) float64 {
 	return v
 }
 
+// startup times, over -startup-trials rounds, each server's exec to first
+// answer and SIGTERM to exit.
 func (b *bench) startup() {
 	c := b.cfg
 	type cfg struct {
@@ -124,7 +131,7 @@ func (b *bench) startup() {
 				continue
 			}
 			if sc.kind == "servery" {
-				b.logIssues(name, b.logPath(name+".log"))
+				b.logIssues(name, b.logPath(name+".log"), nil)
 			}
 			if !(r.stopMS < 250) {
 				b.rep.problem("%s: stop took %.1f ms (>= 250 ms) on an idle server", name, r.stopMS)
@@ -164,6 +171,7 @@ func (b *bench) startup() {
 	b.rep.md("")
 }
 
+// minOf is the least of xs, NaN for none.
 func minOf(xs []float64) float64 {
 	m := math.NaN()
 	for _, x := range xs {

@@ -96,6 +96,9 @@ type tpBalance struct {
 	accepted, served string
 }
 
+// throughput runs section 1 and 1b's round-robin: every row's server,
+// fresh for each trial, warmed up, then measured with wrk; it blocks until
+// the last trial and writes both tables.
 func (b *bench) throughput() {
 	c := b.cfg
 	one, two := c.serverCPU, c.pairCPUs
@@ -153,7 +156,7 @@ func (b *bench) throughput() {
 			say("  %s req/s, p99 %s ms, errors %d, server CPU %.0f%% of a core, other work on the box %.1f%%",
 				num("%.0f", res.rps), num("%.2f", res.p99ms), res.errors, u.serverPct, u.otherPct)
 			if r.kind == "servery" || r.kind == "app" {
-				b.logIssues(name, s.log)
+				b.logIssues(name, s.log, nil)
 				if r.workers > 1 {
 					cs := workerCounters(s.log)
 					balance = append(balance, tpBalance{r.id, t, maxOverFair(column(cs, func(c counters) string { return c.served })),
@@ -218,6 +221,7 @@ func writeTSV(path string, results map[string][]trial) {
 	must(os.WriteFile(path, []byte(sb.String()), 0o644))
 }
 
+// throughputTable writes section 1's table and its targets.
 func (b *bench) throughputTable(rows []row, results map[string][]trial, med map[string]float64) {
 	c := b.cfg
 	b.rep.mdf("## 1. Throughput: GET /1k.html, keep-alive, wrk -t1 -c%d -d%v", c.conns, c.dur)
@@ -287,6 +291,8 @@ func (b *bench) noisyWarning(results map[string][]trial, what string) {
 	}
 }
 
+// appTable writes section 1b's table: the app rows beside the static and
+// bare ones.
 func (b *bench) appTable(rows []row, results map[string][]trial, med map[string]float64) {
 	c := b.cfg
 	b.rep.mdf("## 1b. Application handler: GET /1k.html answered from memory by a vendored App, keep-alive, wrk -t1 -c%d -d%v", c.conns, c.dur)
@@ -317,7 +323,7 @@ func (b *bench) appTable(rows []row, results map[string][]trial, med map[string]
 	}
 	b.rep.md("", "errors, server CPU and other work on box: as in section 1. vs 1 worker: against the same server's direct mode (app against app, static against static); app / static: the app row against servery's static row with as many workers.")
 	if !c.want("throughput") {
-		b.noisyWarning(sub, "of the app section's runs")
+		b.noisyWarning(sub, "app section runs")
 	}
 	b.rep.md("", "### Application handler ratios (one core; informational, no targets: the design record's targets are set for the static rows)", "")
 	b.rep.mdf("- app w1 / bare net/http (same handler, same reply): %s (%s / %s req/s): what servery costs around an application's handler in direct mode; static servery w1 / bare net/http: %s.",
