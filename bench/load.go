@@ -6,15 +6,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -37,28 +33,14 @@ func (b *bench) runLoad(out, cpus string, limit time.Duration, argv ...string) t
 	if cpus != "" {
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
-	f, err := os.Create(out)
-	must(err)
-	defer f.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	if err := cmd.Start(); err != nil {
-		die("%s: %v", argv[0], err)
-	}
-	b.procs.add(cmd.Process.Pid)
-	err = cmd.Wait()
-	b.procs.remove(cmd.Process.Pid)
+	st, err := b.runBounded(out, limit, argv...)
 	if err != nil {
 		b.rep.problem("%s failed: %v (%s): %s", strings.Join(argv, " "), err, out, tail(out, 3))
 	}
-	if cmd.ProcessState == nil {
+	if st == nil {
 		return 0
 	}
-	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return st.UserTime() + st.SystemTime()
 }
 
 // wrk runs wrk -t1 against url for dur, with the run's connections and

@@ -60,6 +60,21 @@ type config struct {
 
 var allSections = []string{"throughput", "app", "balance", "startup", "memory", "https", "reload", "heal"}
 
+// sectionRuns are the sections in the order they run; throughput runs the
+// app rows too, in the same round-robin.
+var sectionRuns = []struct {
+	names []string
+	run   func(*bench)
+}{
+	{[]string{"throughput", "app"}, (*bench).throughput},
+	{[]string{"balance"}, (*bench).balance},
+	{[]string{"startup"}, (*bench).startup},
+	{[]string{"memory"}, (*bench).memory},
+	{[]string{"https"}, (*bench).https},
+	{[]string{"reload"}, (*bench).reload},
+	{[]string{"heal"}, (*bench).heal},
+}
+
 // parseConfig reads the command line; -quick changes the defaults it
 // does not set.
 func parseConfig(args []string) (config, error) {
@@ -203,26 +218,10 @@ func run(cfg config) (status int) {
 	}()
 	b.setup()
 	b.header()
-	if cfg.want("throughput") || cfg.want("app") {
-		b.throughput()
-	}
-	if cfg.want("balance") {
-		b.balance()
-	}
-	if cfg.want("startup") {
-		b.startup()
-	}
-	if cfg.want("memory") {
-		b.memory()
-	}
-	if cfg.want("https") {
-		b.https()
-	}
-	if cfg.want("reload") {
-		b.reload()
-	}
-	if cfg.want("heal") {
-		b.heal()
+	for _, s := range sectionRuns {
+		if slices.ContainsFunc(s.names, cfg.want) {
+			s.run(b)
+		}
 	}
 	b.footer()
 	b.save("report.md")

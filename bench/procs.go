@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -190,6 +191,28 @@ func treeTicks(pid int) uint64 {
 		t += readStat(d).ticks
 	}
 	return t
+}
+
+// runBounded runs argv in a session of its own, tracked, with its output
+// to the file out, and kills its whole tree after limit; it returns how
+// the process ended.
+func (b *bench) runBounded(out string, limit time.Duration, argv ...string) (*os.ProcessState, error) {
+	f, err := os.Create(out)
+	must(err)
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Cancel = func() error { signalTree(syscall.SIGKILL, cmd.Process.Pid); return nil }
+	if err := cmd.Start(); err != nil {
+		die("%s: %v", argv[0], err)
+	}
+	b.procs.add(cmd.Process.Pid)
+	err = cmd.Wait()
+	b.procs.remove(cmd.Process.Pid)
+	return cmd.ProcessState, err
 }
 
 // server is one started server: its process, its log, its port.

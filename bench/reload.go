@@ -8,11 +8,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,21 +38,7 @@ func (r reloadRun) label() string {
 // output to logs/NAME.tool.out; afterwards every process of the run must
 // be gone within 2 s, or it is a problem and they are killed.
 func (b *bench) runTool(name string, limit time.Duration, argv ...string) error {
-	out, err := os.Create(b.logPath(name + ".tool.out"))
-	must(err)
-	defer out.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Cancel = func() error { signalTree(syscall.SIGKILL, cmd.Process.Pid); return nil }
-	if err := cmd.Start(); err != nil {
-		die("%s: %v", argv[0], err)
-	}
-	b.procs.add(cmd.Process.Pid)
-	err = cmd.Wait()
-	b.procs.remove(cmd.Process.Pid)
+	_, err := b.runBounded(b.logPath(name+".tool.out"), limit, argv...)
 	for range 40 {
 		if len(under(b.tmp)) == 0 {
 			return err
