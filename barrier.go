@@ -296,6 +296,7 @@ func (s *Supervisor) await(ctx context.Context, procs []*workerProc, events <-ch
 	for pending > 0 {
 		select {
 		case ev := <-events:
+			ev.proc.ended = ev.last()
 			if ev.starting() {
 				ev.proc.startingAt = time.Now()
 				continue

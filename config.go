@@ -145,7 +145,7 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs := flag.NewFlagSet(programName(), flag.ContinueOnError)
 	rt := &cfg.Runtime
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen `address`: host:port, [::1]:port or :port")
-	fs.IntVar(&cfg.Workers, "workers", 1, "worker processes; 1 serves in this process (direct mode)")
+	fs.IntVar(&cfg.Workers, "workers", 1, fmt.Sprintf("worker processes; 1 serves in this process (direct mode); at most %d: each is a whole process, and the host's process and file limits (ulimit -u, -n) bite before more would serve faster", maxWorkers))
 	fs.DurationVar(&rt.DrainTimeout, "drain-timeout", 10*time.Second, "stop: time in-flight requests get before survivors are terminated")
 	fs.DurationVar(&cfg.ForceTimeout, "force-timeout", 15*time.Second, "stop: deadline, from the start of the stop, after which survivors are killed; must exceed -drain-timeout")
 	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 30*time.Second, "start: the whole startup barrier, the app's start step in every worker included, must complete within this")
@@ -215,10 +215,19 @@ func (cfg *config) validate() error {
 	return nil
 }
 
+// maxWorkers bounds -workers. Each worker is a whole process with its
+// own runtime, caches and threads, and the parent holds four descriptors
+// for each; far below this a host's cores are shared too thinly to serve
+// faster, and past it its limits on processes and open files (ulimit -u,
+// -n, a container's pids.max) are what a start meets.
+const maxWorkers = 1024
+
 func (cfg *config) checkWorkers() error {
 	switch {
 	case cfg.Workers < 1:
 		return bad("workers", "must be at least 1, got %d", cfg.Workers)
+	case cfg.Workers > maxWorkers:
+		return bad("workers", "at most %d, got %d", maxWorkers, cfg.Workers)
 	case cfg.Workers > 1 && !multiWorker:
 		return bad("workers", "more than 1 needs Unix: this platform cannot pass a listener to a child process")
 	}

@@ -45,6 +45,7 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 		"missing dir":              {[]string{"-dir", filepath.Join(dir, "nope")}, "-dir:"},
 		"dir is a file":            {[]string{"-dir", file}, "-dir: " + file + " is not a directory"},
 		"no workers":               {[]string{"-dir", dir, "-workers", "0"}, "-workers: must be at least 1"},
+		"too many workers":         {[]string{"-dir", dir, "-workers", "100000"}, "-workers: at most 1024, got 100000"},
 		"addr without port":        {[]string{"-dir", dir, "-addr", "localhost"}, "-addr:"},
 		"addr port out of range":   {[]string{"-dir", dir, "-addr", "127.0.0.1:99999"}, "-addr:"},
 		"negative drain":           {[]string{"-dir", dir, "-drain-timeout", "-1s"}, "-drain-timeout: must not be negative"},

@@ -62,7 +62,7 @@ func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (repla
 		s.abandon(p, committed)
 		return replacement{}, err
 	}
-	go s.watch(p.events)
+	go s.watch(p.events, []*workerProc{p})
 	if recycle {
 		// Not done until the old worker has gone, so the next recycle
 		// never spawns while it still drains: at most N+1 live.
@@ -135,7 +135,7 @@ func (s *Supervisor) abandon(p *workerProc, committed bool) {
 	p.gone = true
 	stopping := s.stopping
 	s.mu.Unlock()
-	go s.watch(p.events) // its exit, which nobody else reads
+	go s.watch(p.events, []*workerProc{p}) // its exit, unless the barrier took it
 	if stopping {
 		return
 	}

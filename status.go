@@ -117,9 +117,9 @@ func (v *Service) status(ctx context.Context) (statusSnapshot, error) {
 
 // Status listener limits. A status client is an operator's curl, a
 // load balancer's health check or a scraper: a few connections, each
-// with small requests. A slow or hostile one is cut off by these, and
-// can hold at most statusMaxConns of the listener, never the loop or a
-// worker.
+// with small requests. A slow or hostile one is cut off by these, never
+// holds the loop or a worker, and never keeps a probe waiting
+// (statusConns).
 const (
 	statusMaxConns      = 16
 	statusHeaderTimeout = 2 * time.Second
@@ -149,8 +149,10 @@ func serveStatus(ln net.Listener, svc *Service, log *slog.Logger) *statusServer 
 	mux.HandleFunc("/readyz", st.readyz)
 	mux.HandleFunc("/status", st.status)
 	mux.HandleFunc("/metrics", st.metrics)
+	conns := &statusConns{max: statusMaxConns, seen: map[net.Conn]connSeen{}}
 	st.http = &http.Server{
 		Handler:           onlyGetAndHead(mux),
+		ConnState:         conns.track,
 		ReadHeaderTimeout: statusHeaderTimeout,
 		ReadTimeout:       statusHeaderTimeout,
 		WriteTimeout:      statusWriteTimeout,
@@ -158,8 +160,69 @@ func serveStatus(ln net.Listener, svc *Service, log *slog.Logger) *statusServer 
 		MaxHeaderBytes:    8 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	go st.http.Serve(newLimitListener(ln, statusMaxConns, 0, statusWriteTimeout, new(atomic.Int64)))
+	go st.http.Serve(newLimitListener(ln, 0, 0, statusWriteTimeout, new(atomic.Int64)))
 	return st
+}
+
+// statusConns caps the status listener's connections without ever
+// making a new one wait. A cap that holds Accept, as a worker's does,
+// lets a few clients that keep their connections idle, or send their
+// headers a byte at a time, leave the liveness probe unanswered until
+// they time out, and reconnect: anyone who can reach the port could get
+// the service restarted. So every connection is accepted, and one over
+// the cap closes the one that has gone longest without a request
+// running: idle, or still sending its headers; only if each of the
+// others runs a request, the oldest of those. A probe, whose request
+// runs as soon as it arrives and ends within milliseconds, is thus never
+// the one closed while a client that only holds a connection remains.
+type statusConns struct {
+	max  int
+	mu   sync.Mutex
+	seen map[net.Conn]connSeen
+}
+
+// connSeen is a status connection's state and when it entered it.
+type connSeen struct {
+	state http.ConnState
+	since time.Time
+}
+
+// track is the status server's ConnState hook; for a new connection it
+// runs in the accept loop, before the connection is served.
+func (c *statusConns) track(conn net.Conn, state http.ConnState) {
+	var victim net.Conn
+	c.mu.Lock()
+	switch state {
+	case http.StateNew, http.StateActive, http.StateIdle:
+		c.seen[conn] = connSeen{state, time.Now()}
+		if state == http.StateNew && len(c.seen) > c.max {
+			victim = c.longestWaiting(conn)
+			delete(c.seen, victim)
+		}
+	default: // closed or hijacked: no longer ours
+		delete(c.seen, conn)
+	}
+	c.mu.Unlock()
+	if victim != nil {
+		victim.Close()
+	}
+}
+
+// longestWaiting returns the connection other than keep to close: the
+// one longest idle or reading its headers, or else the oldest request.
+func (c *statusConns) longestWaiting(keep net.Conn) net.Conn {
+	var victim net.Conn
+	var v connSeen
+	for conn, s := range c.seen {
+		if conn == keep {
+			continue
+		}
+		waiting, vWaiting := s.state != http.StateActive, v.state != http.StateActive
+		if victim == nil || (waiting && !vWaiting) || (waiting == vWaiting && s.since.Before(v.since)) {
+			victim, v = conn, s
+		}
+	}
+	return victim
 }
 
 // close closes the status listener and every connection on it.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -443,6 +444,104 @@ func TestHostileStatusClientsHoldNothingButTheirConnections(t *testing.T) {
 	s.signal(syscall.SIGTERM)
 	if code := s.wait(10 * time.Second); code != exitOK {
 		t.Fatalf("exit status %d; want 0", code)
+	}
+}
+
+// TestProbesAnswerWhateverOtherStatusClientsDo holds the status
+// listener with 64 idle keep-alive clients, 64 slowloris clients that
+// reconnect once cut, and a scrape that never reads: /readyz answers
+// every probe at once all the same.
+func TestProbesAnswerWhateverOtherStatusClientsDo(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	_, addr := startWithStatus(t, "-dir", site, "-workers", "2")
+	stop := make(chan struct{})
+	var hostile sync.WaitGroup
+	t.Cleanup(func() { close(stop); hostile.Wait() })
+	for range 64 {
+		hostile.Go(func() { holdIdle(addr, stop) })
+		hostile.Go(func() { slowloris(addr, stop) })
+	}
+	hostile.Go(func() { scrapeUnread(addr, stop) })
+	time.Sleep(300 * time.Millisecond) // every hostile client has connected
+	var took []time.Duration
+	for range 20 {
+		began := time.Now()
+		if resp, _ := statusGet(t, addr, "GET", "/readyz"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("/readyz = %s", resp.Status)
+		}
+		took = append(took, time.Since(began))
+		time.Sleep(50 * time.Millisecond)
+	}
+	slices.Sort(took)
+	t.Logf("/readyz among 129 hostile status clients: median %v, max %v", took[len(took)/2], took[len(took)-1])
+	// The target is 100 ms; a held listener answers after the header
+	// timeout (2 s) or the idle timeout (30 s), far above either bound.
+	if median, worst := took[len(took)/2], took[len(took)-1]; median > 100*time.Millisecond || worst > time.Second {
+		t.Errorf("/readyz answered in %v at the median and %v at worst; want under 100 ms and 1 s", median, worst)
+	}
+}
+
+// holdIdle makes one request to the status listener and keeps the
+// connection open and idle, making another once it is cut, until stop.
+func holdIdle(addr string, stop <-chan struct{}) {
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Write([]byte("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"))
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+		select {
+		case <-stop:
+			if c != nil {
+				c.Close()
+			}
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// slowloris sends a request's headers a byte every 100 ms, never ending
+// them, and reconnects once cut, until stop.
+func slowloris(addr string, stop <-chan struct{}) {
+	const header = "GET /status HTTP/1.1\r\nX: "
+	for {
+		c, err := net.Dial("tcp", addr)
+		for i := 0; err == nil; i++ {
+			_, err = c.Write([]byte{header[i%len(header)]})
+			select {
+			case <-stop:
+				c.Close()
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// scrapeUnread asks for /metrics over and over, with a tiny receive
+// buffer, and reads nothing, until stop.
+func scrapeUnread(addr string, stop <-chan struct{}) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(1024)
+	for {
+		if _, err := c.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 

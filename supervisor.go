@@ -91,7 +91,8 @@ type Supervisor struct {
 
 	mu        sync.Mutex
 	procs     []*workerProc // the worker in each slot, by index: appended by Start, swapped by replace
-	all       []*workerProc // every worker spawned, replaced ones too; appended under spawnMu as well
+	all       []*workerProc // every worker spawned and not yet forgotten; appended under spawnMu as well
+	forgotten forgottenWorkers
 	startDone chan struct{} // closed when Start returns; nil until it is called
 	stopping  bool
 	cause     error // why the generation stops: a failed start, a lost worker; nil if asked
@@ -448,19 +449,63 @@ func parentOnlyEnv(kv string) bool {
 }
 
 // monitor watches the workers Start started, once they are ready, and
-// observes what they do. It returns when the generation is done. A
-// replacement has a watch of its own (slot.go).
-func (s *Supervisor) monitor() { s.watch(s.events) }
+// observes what they do. A replacement has a watch of its own (slot.go).
+func (s *Supervisor) monitor() {
+	s.mu.Lock()
+	procs := slices.Clone(s.procs)
+	s.mu.Unlock()
+	s.watch(s.events, procs)
+}
 
-// watch observes the events from events until the generation is done.
-func (s *Supervisor) watch(events <-chan event) {
-	for {
+// watch observes the events of procs, which arrive on events, until the
+// stream of each has ended with its exit, or the generation is done. It
+// lets go of each worker as its exit is seen (forget): a generation that
+// replaces workers for months holds a goroutine, a descriptor or a
+// handle only for the workers that still run.
+func (s *Supervisor) watch(events <-chan event, procs []*workerProc) {
+	running := 0
+	for _, p := range procs {
+		if !p.ended {
+			running++
+		}
+	}
+	for running > 0 {
 		select {
 		case ev := <-events:
 			s.observe(ev)
+			if ev.last() {
+				ev.proc.ended = true
+				running--
+				s.forget(ev.proc)
+			}
 		case <-s.done:
 			return
 		}
+	}
+}
+
+// forget lets go of a worker that has exited and left its slot: it
+// closes the worker's pipes and drops it from all, keeping what the
+// stop would have read of it (a failed App stop step, its counters). A
+// generation whose stop has begun forgets nothing: the stop reaps and
+// releases every worker in all itself.
+func (s *Supervisor) forget(p *workerProc) {
+	s.mu.Lock()
+	if s.stopping || !p.gone {
+		s.mu.Unlock()
+		return
+	}
+	s.all = slices.DeleteFunc(s.all, func(q *workerProc) bool { return q == p })
+	s.mu.Unlock()
+	// The reader has seen EOF by now, or a descendant still holds the
+	// pipe: closing the read end wakes it either way.
+	p.stdin.Close()
+	p.stdout.Close()
+	s.logCounters(p)
+	if err := p.appStopError(); err != nil {
+		s.mu.Lock()
+		s.forgotten.keep(err)
+		s.mu.Unlock()
 	}
 }
 
@@ -533,7 +578,9 @@ func (s *Supervisor) stop(drain time.Duration) {
 	// stage is read below.
 	s.replacing.Wait()
 	s.reporting.Wait()
-	s.logCounters()
+	for _, p := range s.all {
+		s.logCounters(p)
+	}
 	s.err = errors.Join(s.cause, err, s.appStopErrors())
 	if err != nil {
 		s.log.Error("stop failed", "err", err)
@@ -576,37 +623,63 @@ func (s *Supervisor) release() {
 
 // appStopErrors names every worker whose App's stop step failed, as its
 // done message said: an unclean exit, which fails the stop as it fails
-// direct mode's.
+// direct mode's. Those forgotten before the stop are among them.
 func (s *Supervisor) appStopErrors() error {
-	var errs []error
+	errs := slices.Clone(s.forgotten.failures)
 	for _, p := range s.all {
-		p.mu.Lock()
-		why := p.stopFailure
-		p.mu.Unlock()
-		if why != "" {
-			errs = append(errs, &workerError{Index: p.index, PID: p.pid, Reason: why, Err: errAppStop})
+		if err := p.appStopError(); err != nil {
+			errs = append(errs, err)
 		}
 	}
+	if s.forgotten.more > 0 {
+		errs = append(errs, fmt.Errorf("%d more workers: %w", s.forgotten.more, errAppStop))
+	}
 	return errors.Join(errs...)
+}
+
+// appStopError is the error of a worker whose App's stop step failed, as
+// its done message said, or nil.
+func (p *workerProc) appStopError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopFailure == "" {
+		return nil
+	}
+	return &workerError{Index: p.index, PID: p.pid, Reason: p.stopFailure, Err: errAppStop}
+}
+
+// forgottenWorkers is what a generation keeps of the workers it let go
+// of before its stop (forget): the App stop steps that failed, the
+// first few named and the rest counted, so a run of months keeps a
+// list of bounded length.
+type forgottenWorkers struct {
+	failures []error
+	more     int
+}
+
+// keep records a forgotten worker's failed App stop step.
+func (f *forgottenWorkers) keep(err error) {
+	if len(f.failures) < 8 {
+		f.failures = append(f.failures, err)
+		return
+	}
+	f.more++
 }
 
 // errAppStop is wrapped by the error of a generation in which an App's
 // stop step failed.
 var errAppStop = errors.New("app stop failed")
 
-// logCounters logs each worker's final counters, so an operator sees how
-// connections spread across workers. A worker that never became ready
-// served nothing and has none to report.
-func (s *Supervisor) logCounters() {
-	for _, p := range s.all {
-		st := p.getStats()
-		if st == nil && p.stage < stageReady {
-			continue
-		}
-		if st == nil {
-			s.log.Info("worker counters", "worker", p.index, "pid", p.pid, "reported", false)
-			continue
-		}
+// logCounters logs a worker's final counters, once it has exited, so an
+// operator sees how connections spread across workers. A worker that
+// never became ready served nothing and has none to report.
+func (s *Supervisor) logCounters(p *workerProc) {
+	st := p.getStats()
+	switch {
+	case st == nil && p.readyAt.Load() == 0:
+	case st == nil:
+		s.log.Info("worker counters", "worker", p.index, "pid", p.pid, "reported", false)
+	default:
 		s.log.Info("worker counters", "worker", p.index, "pid", p.pid,
 			"accepted", st.Accepted, "served", st.Served)
 	}
@@ -626,6 +699,7 @@ type workerProc struct {
 	exited     chan struct{} // closed once the process is reaped
 	status     error         // cmd.Wait's result; read after exited
 	readerDone chan struct{} // closed once its output is read to the end
+	ended      bool          // its exit event was taken: by the barrier, then by its watch
 	// Under the Supervisor's mu:
 	gone       bool   // it left its slot: lost, replaced, or a replacement that failed
 	asked      bool   // it asked to be recycled
@@ -650,23 +724,26 @@ type event struct {
 // errExited is wrapped by the event that reports a worker's exit.
 var errExited = errors.New("exited")
 
+// last reports whether ev is the last of its worker's stream: its exit.
+func (ev event) last() bool { return errors.Is(ev.err, errExited) }
+
 // spawn starts worker index with the listener as its fd 3 and starts the
 // goroutines that read its output and reap it, which send its events to
 // events.
 func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*workerProc, error) {
 	cmd, err := s.seam.command(index, s.cfg.Args)
 	if err != nil {
-		return nil, err
+		return nil, refused(err)
 	}
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("worker %d: stdin pipe: %w", index, err)
+		return nil, fmt.Errorf("worker %d: stdin pipe: %w", index, refused(err))
 	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		stdinR.Close()
 		stdinW.Close()
-		return nil, fmt.Errorf("worker %d: stdout pipe: %w", index, err)
+		return nil, fmt.Errorf("worker %d: stdout pipe: %w", index, refused(err))
 	}
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
@@ -687,7 +764,7 @@ func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*work
 	if err != nil {
 		stdinW.Close()
 		stdoutR.Close()
-		return nil, fmt.Errorf("worker %d: start: %w", index, err)
+		return nil, fmt.Errorf("worker %d: start: %w", index, refused(err))
 	}
 	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: stdinW, stdout: stdoutR, events: events,
 		out: &lineWriter{w: stdinW}, exited: make(chan struct{}), readerDone: make(chan struct{})}
@@ -699,12 +776,34 @@ func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*work
 	return p, nil
 }
 
+// refused explains an error of a spawn that the host refused by naming
+// the limit it met, so the operator knows what to raise: the one line
+// that says why a start rolled back, or why a replacement failed. Other
+// errors pass unchanged.
+func refused(err error) error {
+	var why string
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		why = "the host refused another process: " + processLimits()
+	case errors.Is(err, syscall.EMFILE):
+		why = "the parent is out of descriptors: " + fileLimit()
+	case errors.Is(err, syscall.ENFILE):
+		why = "the system is out of descriptors (fs.file-max)"
+	case errors.Is(err, syscall.ENOMEM):
+		why = "the host is out of memory for another process"
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, why)
+}
+
 // read forwards the worker's messages as events until its stdout ends or
 // carries a line that does not decode. It keeps the final counters itself,
 // so they are in place once the readers are done.
 func (s *Supervisor) read(p *workerProc) {
 	defer s.readers.Done()
 	defer close(p.readerDone)
+	defer p.stdout.Close() // its only reader: nothing is read after this
 	lr := newLineReader(p.stdout)
 	for {
 		m, err := lr.next()
@@ -733,6 +832,8 @@ func (s *Supervisor) read(p *workerProc) {
 // reap is not waited for when the generation is released: for a survivor
 // of the kill deadline it may never return.
 func (s *Supervisor) reap(p *workerProc) {
+	// Where awaitExit fails, cmd.Wait waits itself, holding a thread.
+	awaitExit(p.pid)
 	p.status = p.cmd.Wait()
 	s.sweep(p)
 	close(p.exited)

@@ -279,6 +279,13 @@ func runWorker(wio workerIO, app App) int {
 	logp.Store(cmp.Or(wio.named, wio.log))
 	stopWatch := exitOnTermUntilServing(wio.term, &logp)
 	rt, err := prepare(in, out, wio, app, &logp)
+	if errors.Is(err, io.EOF) {
+		// The parent closed the pipe before it sent the config: it rolls
+		// back (a sibling failed to start, or the host refused one) or
+		// died. Nothing failed here.
+		logp.Load().Info("worker cancelled before its config")
+		return 0
+	}
 	if err != nil {
 		logp.Load().Error("worker failed", "err", err)
 		out.send(message{Type: msgFailed, Reason: err.Error()})

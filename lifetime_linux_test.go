@@ -1,0 +1,142 @@
+package main
+
+// lifetime_linux_test.go: the parent under the host's limits, and over
+// thousands of replacements, measured from outside through /proc.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tasksEnv, set, is RLIMIT_NPROC for the test binary run as servery's
+// main: ulimit -u, set before anything runs.
+const tasksEnv = "SERVERY_TEST_TASKS"
+
+func init() {
+	if n, err := strconv.ParseUint(os.Getenv(tasksEnv), 10, 64); err == nil {
+		if err := syscall.Setrlimit(rlimitNPROC, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+			fmt.Fprintln(os.Stderr, "setrlimit:", err)
+			os.Exit(3)
+		}
+	}
+}
+
+// procStatus reads the fields of /proc/PID/status named in want, in
+// their units (kB for memory).
+func procStatus(t *testing.T, pid int, want ...string) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for line := range bytes.Lines(b) {
+		name, value, _ := strings.Cut(string(line), ":")
+		for _, w := range want {
+			if name == w {
+				got[w], _ = strconv.Atoi(strings.Fields(value)[0])
+			}
+		}
+	}
+	return got
+}
+
+// fdsOf counts the open descriptors of pid.
+func fdsOf(t *testing.T, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+func TestParentHoldsNoThreadPerWorker(t *testing.T) {
+	const workers = 24
+	s := startServery(t, "-dir", t.TempDir(), "-workers", strconv.Itoa(workers))
+	// A goroutine waiting for its worker in a wait system call held an
+	// OS thread each: a parent of N workers ran more than N threads.
+	if threads := procStatus(t, s.cmd.Process.Pid, "Threads")["Threads"]; threads >= workers/2 {
+		t.Errorf("the parent of %d workers runs %d threads; want far fewer than one a worker", workers, threads)
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(20 * time.Second); code != 0 {
+		t.Errorf("exit status %d after SIGTERM; want 0", code)
+	}
+}
+
+func TestRefusedProcessRollsBackNamingTheLimit(t *testing.T) {
+	// The test binary, where an unprivileged user can run it: the build
+	// directory is its owner's alone.
+	dir, err := os.MkdirTemp("", "servery-tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "servery")
+	copyExecutable(t, bin)
+	os.Chmod(dir, 0o755)
+	site := filepath.Join(dir, "site")
+	os.Mkdir(site, 0o755)
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-workers", "300", "-dir", site)
+	// The limit counts every task the user runs, threads included: root
+	// has none (it is never limited), so the test runs as nobody; any
+	// other user gets its count so far plus room for about ten workers.
+	limit := 150
+	if uid := os.Getuid(); uid == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	} else {
+		limit = userTasks(t, uid) + 50
+	}
+	cmd.Env = append(os.Environ(), mainEnv+"=1", tasksEnv+"="+strconv.Itoa(limit))
+	s := spawnServery(t, cmd)
+	code := s.wait(60 * time.Second)
+	logs := s.logs()
+	if code != 1 {
+		t.Errorf("exit status %d with -workers 300 under ulimit -u %d; want 1", code, limit)
+	}
+	if n := strings.Count(logs, "the host refused another process: ulimit -u (RLIMIT_NPROC) allows this user "+strconv.Itoa(limit)); n < 1 || n > 3 {
+		t.Errorf("%d lines name the limit; want one to three", n)
+	}
+	for _, crash := range []string{"goroutine ", "pthread_create", "SIGABRT", "fatal error"} {
+		if strings.Contains(logs, crash) {
+			t.Errorf("the logs have %q: a runtime crash, not a rollback", crash)
+		}
+	}
+	s.assertNoWorkersLeft()
+}
+
+// userTasks counts the tasks (threads) of every process uid runs.
+func userTasks(t *testing.T, uid int) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", e.Name()), &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+			if _, v, ok := bytes.Cut(b, []byte("\nThreads:")); ok {
+				k, _ := strconv.Atoi(strings.Fields(string(v))[0])
+				n += k
+			}
+		}
+	}
+	return n
+}
