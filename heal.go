@@ -81,7 +81,7 @@ type recycleAsk struct{ slot, pid int }
 // slotState is one slot of the serving generation.
 type slotState struct {
 	pid      int       // its worker; a loss of any other is of a worker that left the slot
-	failures int       // consecutive, for the backoff
+	failures int       // consecutive losses and failed respawns, for the respawn's backoff
 	since    time.Time // when its worker became ready (for the first, when the generation began to serve)
 	// busy: a replacement runs for the slot, or waits for its backoff.
 	// Its end decides what a loss meanwhile means: lostPIDs.
@@ -89,7 +89,12 @@ type slotState struct {
 	lostPIDs []int
 	lostAt   time.Time   // when its worker was lost, for the respawned line
 	recycled time.Time   // when its recycle began, for the recycled line
-	timer    *time.Timer // a respawn waits for its backoff, or a failed recycle for its retry
+	respawn  *time.Timer // a respawn waits for its backoff
+	// A failed recycle leaves its worker serving and is tried again
+	// after a backoff of its own: recycleFailures in a row so far, and
+	// retry, the timer that tries again.
+	recycleFailures int
+	retry           *time.Timer
 }
 
 func newHealing(gen generation) *healing {
@@ -116,17 +121,18 @@ func (h *healing) slot(i int) *slotState {
 func (h *healing) end() {
 	h.cancel()
 	for _, s := range h.slots {
-		s.wait(nil)
+		replaceTimer(&s.respawn, nil)
+		replaceTimer(&s.retry, nil)
 	}
 	h.queued = nil
 }
 
-// wait replaces the slot's pending timer, if any, by t.
-func (s *slotState) wait(t *time.Timer) {
-	if s.timer != nil {
-		s.timer.Stop()
+// replaceTimer stops the timer in *at, if any, and puts t there.
+func replaceTimer(at **time.Timer, t *time.Timer) {
+	if *at != nil {
+		(*at).Stop()
 	}
-	s.timer = t
+	*at = t
 }
 
 // heals reports whether ev is a loss run answers with a respawn: one of a
@@ -195,18 +201,21 @@ func (v *Service) overBudget(l *life, now time.Time, err error) bool {
 var errGaveUp = errors.New("giving up")
 
 // respawnAfter respawns slot's worker after the slot's backoff: at once
-// after a steady worker's loss. The slot is busy from now on.
+// after a steady worker's loss. The slot is busy from now on, and a
+// recycle that waited to be tried again is moot.
 func (v *Service) respawnAfter(l *life, slot int, s *slotState) {
 	s.busy = true
+	replaceTimer(&s.retry, nil)
+	s.recycleFailures = 0
 	delay := v.backoff(s.failures)
 	v.log.Info("worker respawning", "generation", l.heal.gen.number(), "worker", slot, "delay", delay, "failures", s.failures)
 	if delay == 0 {
-		s.wait(nil)
+		replaceTimer(&s.respawn, nil)
 		v.respawn(l, slot)
 		return
 	}
 	gen := l.heal.gen
-	s.wait(time.AfterFunc(delay, func() { v.send(evRespawn{gen, slot}) }))
+	replaceTimer(&s.respawn, time.AfterFunc(delay, func() { v.send(evRespawn{gen, slot}) }))
 }
 
 // backoff is the delay before a slot's next replacement after failures
@@ -248,7 +257,7 @@ func (v *Service) replaceIn(h *healing, slot int, recycle bool) {
 // serves.
 func (v *Service) onRespawn(l *life, ev evRespawn) {
 	if l.heal != nil && ev.gen == l.heal.gen {
-		l.heal.slot(ev.slot).timer = nil
+		l.heal.slot(ev.slot).respawn = nil
 		v.respawn(l, ev.slot)
 	}
 }
@@ -262,10 +271,10 @@ func (v *Service) onRecycle(l *life, ev evRecycle) {
 	}
 	s := h.slot(ev.slot)
 	if ev.retry {
-		if s.busy {
+		if s.busy || ev.pid != s.pid {
 			return // a respawn took the slot over
 		}
-		s.timer = nil
+		s.retry = nil
 	}
 	ask := recycleAsk{ev.slot, ev.pid}
 	if !slices.Contains(h.queued, ask) {
@@ -290,7 +299,7 @@ func (v *Service) nextRecycle(l *life) {
 		switch {
 		case s.busy:
 			continue
-		case ask.pid != s.pid || s.timer != nil:
+		case ask.pid != s.pid || s.retry != nil:
 			// left the slot, or its recycle failed and waits to retry
 		default:
 			s.busy, h.recycling, s.recycled = true, true, time.Now()
@@ -326,11 +335,16 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 	case ev.err != nil:
 		v.replaceFailed(l, ev, s, lost)
 	default:
-		s.pid, s.since = ev.r.NewPID, time.Now()
 		if ev.recycle {
 			v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
 				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
 			l.stats.Recycles++
+			s.recycleFailures = 0
+			if time.Since(s.since) >= v.heal.Steady {
+				// The recycled worker served steadily, and left at its
+				// limit, not lost: the slot's failures are behind it.
+				s.failures = 0
+			}
 		} else {
 			l.stats.Respawns++
 			if l.stats.Restarts == nil {
@@ -340,6 +354,7 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 			v.log.Info("worker respawned", "generation", ev.gen.number(), "worker", ev.slot,
 				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "after", since(s.lostAt))
 		}
+		s.pid, s.since = ev.r.NewPID, time.Now()
 		if slices.Contains(lost, ev.r.NewPID) && !l.ending {
 			s.lostAt = time.Now()
 			v.lostNow(l, ev.slot, s) // lost before run saw it ready
@@ -351,24 +366,34 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 // replaceFailed answers a replacement that failed before it was ready.
 // lost are the slot's workers lost meanwhile: the old worker of a
 // recycle among them, the slot needs a respawn.
+//
+// A failed respawn counts against the budget and backs the slot off. A
+// failed recycle whose old worker still serves does neither: the slot
+// has lost no serving capacity, so it is no loss, and the budget, which
+// guards against losing serving workers, is not spent on it. The old
+// worker serves on and the recycle is tried again after a backoff of
+// its own, for as long as it fails; /status and the metrics count it.
 func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState, lost []int) {
+	if ev.recycle && !slices.Contains(lost, s.pid) {
+		s.recycleFailures++
+		l.stats.RecycleFailures++
+		delay := v.backoff(s.recycleFailures)
+		v.log.Error("worker recycle failed", "generation", ev.gen.number(), "worker", ev.slot, "pid", s.pid,
+			"failures", s.recycleFailures, "retry_in", delay, "err", ev.err)
+		gen, slot, pid := ev.gen, ev.slot, s.pid
+		replaceTimer(&s.retry, time.AfterFunc(delay, func() {
+			v.send(evRecycle{gen: gen, slot: slot, pid: pid, why: "the last recycle failed", retry: true})
+		}))
+		return
+	}
 	what := "respawn"
 	if ev.recycle {
-		what = "recycle"
+		what = "recycle" // and its old worker was lost meanwhile
 	}
 	v.log.Error("worker "+what+" failed", "generation", ev.gen.number(), "worker", ev.slot, "err", ev.err)
 	if v.overBudget(l, time.Now(), ev.err) {
 		return
 	}
 	s.failures++
-	if !ev.recycle || slices.Contains(lost, s.pid) {
-		v.respawnAfter(l, ev.slot, s)
-		return
-	}
-	delay := v.backoff(s.failures)
-	v.log.Info("worker recycle retried later", "generation", ev.gen.number(), "worker", ev.slot, "delay", delay)
-	gen, slot, pid := ev.gen, ev.slot, s.pid
-	s.wait(time.AfterFunc(delay, func() {
-		v.send(evRecycle{gen: gen, slot: slot, pid: pid, why: "the last recycle failed", retry: true})
-	}))
+	v.respawnAfter(l, ev.slot, s)
 }

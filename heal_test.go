@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -443,4 +444,113 @@ func TestRecycleRequestDuringTheBarrierWaitsUntilTheGenerationServes(t *testing.
 	})
 	h.start()
 	h.waitLog(`msg="worker recycled" generation=1 worker=0`)
+}
+
+// respawnFailures returns the failures each "worker respawning" line of
+// slot logged, in order.
+func respawnFailures(logs string, slot int) []string {
+	var fs []string
+	re := regexp.MustCompile(fmt.Sprintf(`msg="worker respawning" generation=1 worker=%d delay=\S+ failures=(\d+)`, slot))
+	for _, m := range re.FindAllStringSubmatch(logs, -1) {
+		fs = append(fs, m[1])
+	}
+	return fs
+}
+
+func TestLossOfASteadyWorkerStartsTheBackoffOver(t *testing.T) {
+	policy := testHeal
+	policy.Steady = 300 * time.Millisecond
+	h := newHealHarness(t, 2, map[int]string{1: faultCrashEverySecond}, policy)
+	h.start()
+	kill(h.servingPIDs()[1]) // start 1, lost at once: a failure; start 2 crashes once ready: another
+	third := h.waitLog(`msg="worker started" generation=1 worker=1 pid=\d+(?s:.*)msg="worker started" generation=1 worker=1 pid=\d+(?s:.*)msg="worker started" generation=1 worker=1 pid=(\d+)`)
+	h.waitLog(`msg="worker respawned" generation=1 worker=1 old_pid=\d+ new_pid=` + third[1])
+	time.Sleep(2 * policy.Steady) // start 3 serves steadily
+	pid, _ := strconv.Atoi(third[1])
+	kill(pid)
+	h.waitLog(`msg="worker respawning" generation=1 worker=1(?s:.*)msg="worker respawning" generation=1 worker=1(?s:.*)msg="worker respawning" generation=1 worker=1 delay=0s failures=0`)
+	if got := respawnFailures(h.readLogs(), 1); !slices.Equal(got[:3], []string{"1", "2", "0"}) {
+		t.Errorf("respawns after %v failures; want 1, 2, then 0 once a worker served steadily", got)
+	}
+}
+
+func TestRecycleOfASteadyWorkerStartsTheBackoffOver(t *testing.T) {
+	policy := testHeal
+	policy.Steady = 300 * time.Millisecond
+	h := newHealHarness(t, 2, map[int]string{1: faultCrashEverySecond}, policy, func(c *supervisorConfig) { c.MaxAge = 700 * time.Millisecond })
+	h.start()
+	kill(h.servingPIDs()[1]) // two failures: start 1 lost at once, start 2 crashes once ready
+	// Start 3 serves steadily until it is recycled; its replacement,
+	// start 4, crashes once ready: the slot's first failure since.
+	m := h.waitLog(`msg="worker recycled" generation=1 worker=1 (?s:.*?)msg="worker respawning" generation=1 worker=1 delay=\S+ failures=(\d+)`)
+	if m[1] != "1" {
+		t.Errorf("the recycled worker's replacement crashed and the slot backs off after %s failures; want 1: a recycle of a steady worker starts the count over", m[1])
+	}
+}
+
+func TestLossesOutsideTheWindowAreForgiven(t *testing.T) {
+	policy := testHeal
+	policy.MaxRestarts, policy.Window, policy.Steady = 2, time.Second, 50*time.Millisecond
+	h := newHealHarness(t, 3, nil, policy)
+	h.start()
+	lose := func(slots ...int) {
+		pids := h.servingPIDs()
+		for _, i := range slots {
+			kill(pids[i])
+		}
+		for _, i := range slots {
+			h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=1 worker=%d old_pid=%d`, i, pids[i]))
+		}
+	}
+	time.Sleep(2 * policy.Steady)
+	lose(0, 1) // the whole budget
+	time.Sleep(policy.Window + 200*time.Millisecond)
+	lose(1, 2) // the first two losses are out of the window
+	if st := h.svc.state(); st.Ending {
+		t.Fatalf("the service ends after 2 losses, a window, and 2 more, with -max-restarts 2: %v", h.svc.err)
+	}
+	kill(h.servingPIDs()[0]) // the third within the window: over the budget
+	h.waitLog(`msg="giving up" generation=1 lost=3`)
+}
+
+func TestBackoffDoublesUpToItsCap(t *testing.T) {
+	v := &Service{heal: healPolicy{Backoff: 100 * time.Millisecond, BackoffCap: time.Second}}
+	for failures := range 70 {
+		nominal := time.Duration(0)
+		if failures > 0 {
+			nominal = min(time.Second, 100*time.Millisecond<<min(failures-1, 20))
+		}
+		for range 20 {
+			if d := v.backoff(failures); d < nominal*8/10 || d > nominal*12/10 {
+				t.Fatalf("backoff(%d) = %v; want %v±20%%", failures, d, nominal)
+			}
+		}
+	}
+}
+
+func TestFailedRecyclesLeaveTheOldWorkerServing(t *testing.T) {
+	policy := testHeal
+	policy.MaxRestarts = 2
+	h := newHealHarness(t, 2, map[int]string{1: faultFailLater}, policy, func(c *supervisorConfig) { c.MaxAge = 100 * time.Millisecond })
+	h.start()
+	old := h.servingPIDs()[1]
+	// Every replacement of slot 1 fails its App's start. Six failed
+	// recycles are twice the budget that losses would have had.
+	h.waitLog(strings.Repeat(`msg="worker recycle failed" generation=1 worker=1 (?s:.*)`, 5) +
+		fmt.Sprintf(`msg="worker recycle failed" generation=1 worker=1 pid=%d failures=6 retry_in=\S+ err=`, old))
+	if st := h.svc.state(); st.Ending || st.ServingPIDs[1] != old || gone(old) {
+		t.Fatalf("after six failed recycles: state %+v; want slot 1's worker, pid %d, serving on: %v", st, old, h.svc.err)
+	}
+	getN(t, h.addr, 4)
+	snap, err := h.svc.status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.RecycleFailures < 6 || snap.RecycleFailing[1] < 6 || snap.Lost != 0 {
+		t.Errorf("status: %d recycle failures, slot 1 failing %d in a row, %d lost; want at least 6, 6 and none lost",
+			snap.RecycleFailures, snap.RecycleFailing[1], snap.Lost)
+	}
+	if strings.Contains(h.readLogs(), "giving up") {
+		t.Error("the service gave up over failed recycles")
+	}
 }

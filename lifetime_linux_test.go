@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,4 +140,95 @@ func userTasks(t *testing.T, uid int) int {
 		}
 	}
 	return n
+}
+
+// lifetimeEnv, set, is how many workers
+// TestParentStaysFlatAcrossThousandsOfReplacements replaces; unset, the
+// test is skipped. .ci/run runs it with 5000, apart from the -race suite.
+const lifetimeEnv = "SERVERY_LIFETIME_REPLACEMENTS"
+
+// parentHolds is what the parent holds at one moment.
+type parentHolds struct{ fds, threads, rssKiB int }
+
+func holdsOf(t *testing.T, pid int) parentHolds {
+	st := procStatus(t, pid, "Threads", "VmRSS")
+	return parentHolds{fdsOf(t, pid), st["Threads"], st["VmRSS"]}
+}
+
+// logCounter counts a text in a growing log file, reading each byte once.
+type logCounter struct {
+	path string
+	text []byte
+	read int64
+	n    int
+	tail []byte // the end of the last read, which may hold part of text
+}
+
+func (c *logCounter) count() int {
+	f, err := os.Open(c.path)
+	if err != nil {
+		return c.n
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.NewSectionReader(f, c.read, 1<<40))
+	c.read += int64(len(b))
+	b = append(c.tail, b...)
+	c.n += bytes.Count(b, c.text)
+	c.tail = b[max(0, len(b)-len(c.text)+1):]
+	return c.n
+}
+
+func TestParentStaysFlatAcrossThousandsOfReplacements(t *testing.T) {
+	want := envInt(t, lifetimeEnv, 0)
+	if want == 0 {
+		t.Skip(lifetimeEnv + " unset: .ci/run sets it")
+	}
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	s := startServery(t, "-dir", site, "-workers", "2", "-max-requests", "50")
+	pid := s.cmd.Process.Pid
+	l := startLoad(t, s.addr, "/", 8)
+	recycled := &logCounter{path: s.stderr, text: []byte(`msg="worker recycled"`)}
+	warm := max(200, want/10)
+	began := time.Now()
+	deadline := began.Add(time.Duration(want) * 200 * time.Millisecond)
+	var atWarm, worst parentHolds
+	for n := recycled.count(); n < want; n = recycled.count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers replaced in %v; want %d", n, time.Since(began), want)
+		}
+		h := holdsOf(t, pid)
+		switch {
+		case n < warm:
+			atWarm = h
+		default:
+			worst = parentHolds{max(worst.fds, h.fds), max(worst.threads, h.threads), max(worst.rssKiB, h.rssKiB)}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(began)
+	l.stopLoad()
+	end := holdsOf(t, pid)
+	t.Logf("%d workers replaced in %v (%.0f a second) under %d requests; the parent after %d: %d descriptors, %d threads, %d KiB resident; at most %d, %d, %d KiB after; at the end %d, %d, %d KiB",
+		want, took.Round(time.Second), float64(want)/took.Seconds(), l.ok.Load(), warm, atWarm.fds, atWarm.threads, atWarm.rssKiB,
+		worst.fds, worst.threads, worst.rssKiB, end.fds, end.threads, end.rssKiB)
+	// A recycle under way holds a third worker's pipes, pidfds and
+	// goroutines: the slack. A leak of one descriptor a replacement is
+	// thousands; of a kilobyte, megabytes.
+	if worst.fds > atWarm.fds+6 || worst.threads > atWarm.threads+4 || worst.rssKiB > atWarm.rssKiB+8<<10 {
+		t.Errorf("the parent grew after warm-up: %d descriptors, %d threads, %d KiB resident at most; %d, %d, %d KiB at warm-up",
+			worst.fds, worst.threads, worst.rssKiB, atWarm.fds, atWarm.threads, atWarm.rssKiB)
+	}
+	if l.refused.Load()+l.other.Load()+l.truncated.Load()+l.retried.Load() != 0 {
+		first := ""
+		if p := l.firstErr.Load(); p != nil {
+			first = *p
+		}
+		t.Errorf("across %d replacements: %d refused, %d failed, %d truncated, %d retried by the Transport (first: %s); want none lost",
+			want, l.refused.Load(), l.other.Load(), l.truncated.Load(), l.retried.Load(), first)
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(20 * time.Second); code != 0 {
+		t.Errorf("exit status %d after SIGTERM; want 0", code)
+	}
 }

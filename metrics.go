@@ -215,6 +215,7 @@ func (p *metricsPage) write(w io.Writer) {
 	m.counter("servery_workers_lost_total", "Serving workers lost: exited, or broke the protocol, while they served.", s.Lost)
 	m.counter("servery_worker_respawns_total", "Lost workers replaced in their slot: replacements that became ready.", s.Respawns)
 	m.counter("servery_worker_recycles_total", "Workers recycled at -max-requests or -max-worker-age: replacements that became ready.", s.Recycles)
+	m.counter("servery_worker_recycle_failures_total", "Recycles whose replacement failed to start: the old worker serves on, and the recycle is tried again after a backoff.", s.RecycleFailures)
 	m.family("servery_reloads_total", "counter", "Reloads, by result: ok (the new generation serves) or failed (rolled back; the old one serves on).")
 	m.sample("servery_reloads_total", "result", "ok", s.ReloadsOK)
 	m.sample("servery_reloads_total", "result", "failed", s.ReloadsFailed)

@@ -27,19 +27,24 @@ import (
 
 // statusSnapshot is the loop's state as a scrape needs it.
 type statusSnapshot struct {
-	Serving       int  // the serving generation's number; 0 for none
-	Ready         bool // /readyz: a generation serves, and no stop has begun (nor its shutdown delay)
-	Ending        bool // the stop began
-	Leaving       bool // a stop was asked for and its shutdown delay runs
-	Started       time.Time
-	Lost          int64 // serving workers lost
-	Respawns      int64 // lost workers replaced
-	Recycles      int64 // workers recycled
-	ReloadsOK     int64
-	ReloadsFailed int64
-	LastReload    *reloadResult
-	Restarts      map[int]int64 // respawns, by slot
-	gens          []genRole     // every generation with workers that may be alive
+	Serving  int  // the serving generation's number; 0 for none
+	Ready    bool // /readyz: a generation serves, and no stop has begun (nor its shutdown delay)
+	Ending   bool // the stop began
+	Leaving  bool // a stop was asked for and its shutdown delay runs
+	Started  time.Time
+	Lost     int64 // serving workers lost
+	Respawns int64 // lost workers replaced
+	Recycles int64 // workers recycled
+	// RecycleFailures counts recycles whose replacement failed to start;
+	// RecycleFailing is, by slot, how many in a row its serving worker's
+	// recycle has failed so far.
+	RecycleFailures int64
+	RecycleFailing  map[int]int
+	ReloadsOK       int64
+	ReloadsFailed   int64
+	LastReload      *reloadResult
+	Restarts        map[int]int64 // respawns, by slot
+	gens            []genRole     // every generation with workers that may be alive
 }
 
 // reloadResult is how the last reload ended.
@@ -77,6 +82,14 @@ func (v *Service) snapshot(l *life) statusSnapshot {
 	s.Restarts = make(map[int]int64, len(l.stats.Restarts))
 	for i, n := range l.stats.Restarts {
 		s.Restarts[i] = n
+	}
+	s.RecycleFailing = map[int]int{}
+	if l.heal != nil {
+		for i, slot := range l.heal.slots {
+			if slot.recycleFailures > 0 {
+				s.RecycleFailing[i] = slot.recycleFailures
+			}
+		}
 	}
 	if l.serving != nil {
 		s.gens = append(s.gens, genRole{l.serving, "serving"})
@@ -325,19 +338,22 @@ func (st *statusServer) metrics(w http.ResponseWriter, r *http.Request) {
 
 // statusDoc is /status's JSON.
 type statusDoc struct {
-	Generation    int              `json:"generation"` // the serving one; 0 for none
-	Ready         bool             `json:"ready"`
-	Stopping      bool             `json:"stopping"`
-	PID           int              `json:"pid"` // the parent's
-	Started       time.Time        `json:"started"`
-	UptimeSeconds float64          `json:"uptime_seconds"`
-	Slots         []slotDoc        `json:"slots"`
-	Generations   []generationDoc  `json:"generations"`
-	Reloads       reloadsDoc       `json:"reloads"`
-	Lost          int64            `json:"workers_lost"`
-	Respawns      int64            `json:"respawns"`
-	Recycles      int64            `json:"recycles"`
-	Exits         map[string]int64 `json:"worker_exits"`
+	Generation    int             `json:"generation"` // the serving one; 0 for none
+	Ready         bool            `json:"ready"`
+	Stopping      bool            `json:"stopping"`
+	PID           int             `json:"pid"` // the parent's
+	Started       time.Time       `json:"started"`
+	UptimeSeconds float64         `json:"uptime_seconds"`
+	Slots         []slotDoc       `json:"slots"`
+	Generations   []generationDoc `json:"generations"`
+	Reloads       reloadsDoc      `json:"reloads"`
+	Lost          int64           `json:"workers_lost"`
+	Respawns      int64           `json:"respawns"`
+	Recycles      int64           `json:"recycles"`
+	// RecycleFailures counts recycles whose replacement failed to start:
+	// the old worker served on each time.
+	RecycleFailures int64            `json:"recycle_failures"`
+	Exits           map[string]int64 `json:"worker_exits"`
 }
 
 type slotDoc struct {
@@ -349,6 +365,9 @@ type slotDoc struct {
 	Connections int64      `json:"connections"` // by every worker that held the slot
 	Restarts    int64      `json:"restarts"`
 	LastExit    string     `json:"last_exit,omitempty"`
+	// RecycleFailures: how many times in a row the recycle of the slot's
+	// worker has failed; it serves on, and the recycle is tried again.
+	RecycleFailures int `json:"recycle_failures,omitempty"`
 }
 
 type generationDoc struct {
@@ -380,7 +399,7 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 	doc := statusDoc{Generation: s.Serving, Ready: s.Ready, Stopping: s.Ending || s.Leaving, PID: os.Getpid(),
 		Started: s.Started, UptimeSeconds: p.now.Sub(s.Started).Seconds(), Exits: p.exits,
 		Reloads: reloadsDoc{OK: s.ReloadsOK, Failed: s.ReloadsFailed, Last: s.LastReload},
-		Lost:    s.Lost, Respawns: s.Respawns, Recycles: s.Recycles}
+		Lost:    s.Lost, Respawns: s.Respawns, Recycles: s.Recycles, RecycleFailures: s.RecycleFailures}
 	for _, g := range s.gens {
 		gd := generationDoc{Number: g.gen.number(), Role: g.role, PIDs: []workerDoc{}}
 		for _, v := range g.gen.workers(g.role == "serving") {
@@ -406,7 +425,7 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 func (p *metricsPage) slotDoc(i int) slotDoc {
 	c := p.slots[i]
 	d := slotDoc{Index: i, State: "down", Requests: c.Served, Connections: c.Accepted,
-		Restarts: p.snap.Restarts[i], LastExit: c.LastExit}
+		Restarts: p.snap.Restarts[i], LastExit: c.LastExit, RecycleFailures: p.snap.RecycleFailing[i]}
 	for _, v := range p.servingWorkers() {
 		if v.Slot != i || v.State == stateStopping {
 			continue

@@ -673,6 +673,71 @@ m_status-timeouts() {
 ' ''
 }
 
+mutant forget "an exited worker leaves nothing in the parent: its watch, pipes and handle go" \
+	"a replaced worker is kept until its generation stops" \
+	"TestReplacedWorkersLeaveNothingInTheParent"
+m_forget() {
+	edit supervisor.go '				s.forget(ev.proc)' ''
+}
+
+mutant pidfd "the parent holds no OS thread per worker while it waits for it" \
+	"cmd.Wait waits for each worker in a thread of its own" \
+	"TestParentHoldsNoThreadPerWorker"
+m_pidfd() {
+	edit supervisor.go '	awaitExit(p.pid)' ''
+}
+
+mutant refused-limit "a spawn the host refuses names the limit it met" \
+	"the fork's error alone" \
+	"TestRefusedProcessRollsBackNamingTheLimit"
+m_refused-limit() {
+	edit supervisor.go 'return nil, fmt.Errorf("worker %d: start: %w", index, refused(err))' 'return nil, fmt.Errorf("worker %d: start: %w", index, err)'
+}
+
+mutant status-evict "idle and slow status clients never keep a probe waiting" \
+	"the status listener's cap holds Accept, as a worker's does" \
+	"TestProbesAnswerWhateverOtherStatusClientsDo"
+m_status-evict() {
+	edit status.go 'newLimitListener(ln, 0, 0, statusWriteTimeout' 'newLimitListener(ln, statusMaxConns, 0, statusWriteTimeout'
+}
+
+mutant steady-reset "a worker lost after serving Steady starts its slot's backoff over" \
+	"a slot's failures are never reset" \
+	"TestLossOfASteadyWorkerStartsTheBackoffOver"
+m_steady-reset() {
+	edit heal.go '	} else {
+		s.failures = 0
+	}' '	}'
+}
+
+mutant recycle-reset "a recycle of a steady worker starts its slot's backoff over" \
+	"a recycle keeps the slot's failures" \
+	"TestRecycleOfASteadyWorkerStartsTheBackoffOver"
+m_recycle-reset() {
+	edit heal.go '			if time.Since(s.since) >= v.heal.Steady {' '			if false {'
+}
+
+mutant restart-window "losses older than -restart-window no longer count against the budget" \
+	"every loss counts for ever" \
+	"TestLossesOutsideTheWindowAreForgiven"
+m_restart-window() {
+	edit heal.go '	l.losses = slices.DeleteFunc(l.losses, func(t time.Time) bool { return t.Before(window) })' '	_ = window'
+}
+
+mutant backoff-cap "the backoff doubles up to its cap (30 s)" \
+	"the backoff doubles without a cap" \
+	"TestBackoffDoublesUpToItsCap"
+m_backoff-cap() {
+	edit heal.go '		d = min(d, v.heal.Backoff<<(failures-1))' '		d = v.heal.Backoff << (failures - 1)'
+}
+
+mutant recycle-failure "a failed recycle keeps the old worker serving and spends no budget" \
+	"a failed recycle counts as a loss, as a failed respawn does" \
+	"TestFailedRecyclesLeaveTheOldWorkerServing"
+m_recycle-failure() {
+	edit heal.go '	if ev.recycle && !slices.Contains(lost, s.pid) {' '	if false {'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
