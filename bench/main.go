@@ -56,9 +56,12 @@ type config struct {
 	quietBudget           time.Duration
 	noisyRetries          int
 	out                   string
+	lifetimeReplacements  int
+	lifetimeLimit         time.Duration
+	lifetimeStep          time.Duration
 }
 
-var allSections = []string{"throughput", "app", "balance", "startup", "memory", "https", "reload", "heal"}
+var allSections = []string{"throughput", "app", "balance", "startup", "memory", "https", "reload", "heal", "lifetime"}
 
 // sectionRuns are the sections in the order they run; throughput runs the
 // app rows too, in the same round-robin.
@@ -73,6 +76,7 @@ var sectionRuns = []struct {
 	{[]string{"https"}, (*bench).https},
 	{[]string{"reload"}, (*bench).reload},
 	{[]string{"heal"}, (*bench).heal},
+	{[]string{"lifetime"}, (*bench).lifetime},
 }
 
 // parseConfig reads the command line; -quick changes the defaults it
@@ -81,7 +85,7 @@ func parseConfig(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	sections := fs.String("sections", strings.Join(allSections, ","), "sections to run, a comma-separated subset of "+strings.Join(allSections, ","))
-	fs.BoolVar(&c.quick, "quick", false, "smoke run: -dur 2s -trials 1 -startup-trials 3 and a shorter quiet-box guard, unless given")
+	fs.BoolVar(&c.quick, "quick", false, "smoke run: -dur 2s -trials 1 -startup-trials 3, 500 lifetime replacements in 2 s steps and a shorter quiet-box guard, unless given")
 	fs.DurationVar(&c.dur, "dur", 5*time.Second, "each measured load run")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "load before every measured run (whole seconds: wrk takes no ms)")
 	fs.DurationVar(&c.balDur, "bal-dur", 0, "each connection-balance run (default -dur)")
@@ -104,6 +108,9 @@ func parseConfig(args []string) (config, error) {
 	fs.Float64Var(&c.noisyPct, "noisy-pct", 10, "measure again when other work took more than this % of the CPUs")
 	fs.IntVar(&c.noisyRetries, "noisy-retries", 2, "at most this many times")
 	fs.StringVar(&c.out, "out", "bench/out", "directory for the report and the raw data")
+	fs.IntVar(&c.lifetimeReplacements, "lifetime-replacements", 100000, "lifetime: replace this many workers")
+	fs.DurationVar(&c.lifetimeLimit, "lifetime-limit", time.Hour, "lifetime: stop after this long, replaced or not")
+	fs.DurationVar(&c.lifetimeStep, "lifetime-step", time.Minute, "lifetime: one wrk run between two readings of the parent")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -111,12 +118,15 @@ func parseConfig(args []string) (config, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.quick {
 		defaults := map[string]func(){
-			"dur":            func() { c.dur = 2 * time.Second },
-			"trials":         func() { c.trials = 1 },
-			"startup-trials": func() { c.startupTrials = 3 },
-			"quiet-wait":     func() { c.quietWait = 10 * time.Second },
-			"quiet-budget":   func() { c.quietBudget = 60 * time.Second },
-			"noisy-retries":  func() { c.noisyRetries = 1 },
+			"dur":                   func() { c.dur = 2 * time.Second },
+			"trials":                func() { c.trials = 1 },
+			"startup-trials":        func() { c.startupTrials = 3 },
+			"quiet-wait":            func() { c.quietWait = 10 * time.Second },
+			"quiet-budget":          func() { c.quietBudget = 60 * time.Second },
+			"noisy-retries":         func() { c.noisyRetries = 1 },
+			"lifetime-replacements": func() { c.lifetimeReplacements = 500 },
+			"lifetime-step":         func() { c.lifetimeStep = 2 * time.Second },
+			"lifetime-limit":        func() { c.lifetimeLimit = 2 * time.Minute },
 		}
 		for name, apply := range defaults {
 			if !set[name] {
@@ -136,7 +146,7 @@ func parseConfig(args []string) (config, error) {
 		}
 		c.sections = append(c.sections, s)
 	}
-	for name, d := range map[string]time.Duration{"dur": c.dur, "warmup": c.warmup, "bal-dur": c.balDur, "mem-load": c.memLoad} {
+	for name, d := range map[string]time.Duration{"dur": c.dur, "warmup": c.warmup, "bal-dur": c.balDur, "mem-load": c.memLoad, "lifetime-step": c.lifetimeStep} {
 		if d < time.Second || d%time.Second != 0 {
 			return c, fmt.Errorf("-%s %v: whole seconds, at least 1 (wrk takes no ms)", name, d)
 		}
@@ -301,7 +311,7 @@ func (b *bench) setup() {
 func (b *bench) install() {
 	need := map[string]string{"taskset": "util-linux"}
 	anyOf := func(sections ...string) bool { return slices.ContainsFunc(sections, b.cfg.want) }
-	if anyOf("throughput", "app", "balance", "memory", "https") {
+	if anyOf("throughput", "app", "balance", "memory", "https", "lifetime") {
 		need["wrk"] = "wrk"
 	}
 	if anyOf("throughput", "memory", "https") {
