@@ -38,6 +38,7 @@ func probeApp(fs *flag.FlagSet) App {
 	fs.IntVar(&p.stopFaultGeneration, "stop-fault-generation", 0, "the generation whose stop misbehaves; 0: every one")
 	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes")
 	fs.IntVar(&p.parentReloads, "parent-reloads", 0, "reloads the program's parent asks for through Control, then it stops; 0: no Parent")
+	fs.BoolVar(&p.print, "print", false, "print a line to stdout in the start step and in every request, as a debugging program does")
 	app := App{Start: p.start, Stop: p.stop}
 	if os.Getenv(workerEnv) == "" {
 		app.Parent = p.parent
@@ -69,6 +70,7 @@ type probe struct {
 	stopFaultGeneration          int
 	parentReloads                int
 	slow                         time.Duration
+	print                        bool
 }
 
 // probeHandler is one worker's handler, which knows the worker.
@@ -104,6 +106,9 @@ func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
 		}
 	}
 	p.mark(fmt.Sprintf("started-%d", w.Index))
+	if p.print {
+		fmt.Println("starting worker", w.Index)
+	}
 	return &probeHandler{p: p, w: w}, nil
 }
 
@@ -113,6 +118,9 @@ func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		time.Sleep(h.p.slow)
 		defer h.p.mark(fmt.Sprintf("slow-done-%d", h.w.Index))
 		defer h.p.mark(fmt.Sprintf("slow-done-gen-%d", h.w.Generation))
+	}
+	if h.p.print {
+		fmt.Println("got request", r.URL.Path)
 	}
 	fmt.Fprintf(rw, "worker %d of %d", h.w.Index, h.w.Count)
 }
@@ -300,6 +308,31 @@ func (ns *notifySocket) until(s *servery) []string {
 				}
 			}
 		}
+	}
+}
+
+func TestProgramPrintsGoToTheLogNotTheProtocol(t *testing.T) {
+	skipWithoutWorkers(t)
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-marks", t.TempDir(), "-workers", "2", "-print")
+	cmd.Env = append(os.Environ(), mainEnv+"=1", appEnv+"=probe")
+	s := launchServery(t, cmd)
+	for i := range 20 {
+		if code, _, err := get(s.addr, fmt.Sprintf("/x%d", i)); err != nil || code != http.StatusOK {
+			t.Fatalf("GET /x%d: %d, %v", i, code, err)
+		}
+	}
+	logs := s.logs()
+	for _, want := range []string{"starting worker 0", "starting worker 1", "got request /x0", "got request /x19"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks the program's print %q", want)
+		}
+	}
+	if strings.Contains(logs, "worker lost") || strings.Contains(logs, "malformed") {
+		t.Errorf("a print cost a worker its life")
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Errorf("exit status %d; want %d", code, exitOK)
 	}
 }
 

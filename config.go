@@ -153,6 +153,7 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.DurationVar(&rt.HeaderTimeout, "header-timeout", 10*time.Second, "time a client gets to send its request headers (per connection)")
 	fs.DurationVar(&rt.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open (per connection)")
 	fs.DurationVar(&rt.WriteTimeout, "write-timeout", 60*time.Second, "a response that makes no write progress for this long is cut off, so a client that stops reading frees its connection slot (per connection)")
+	fs.DurationVar(&rt.BodyTimeout, "body-timeout", 60*time.Second, "a request body that makes no progress for this long is cut off, so a client that stalls mid-body frees its connection slot (nginx's client_body_timeout; per connection)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM; needs -tls-key)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "serve HTTPS with this private key `file` (PEM; needs -tls-cert)")
 	fs.BoolVar(&cfg.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with one self-signed identity generated at start, shared by every worker")
@@ -267,7 +268,7 @@ func (cfg *config) checkDurations() error {
 		v    time.Duration
 	}{
 		{"startup-timeout", cfg.StartupTimeout}, {"header-timeout", rt.HeaderTimeout}, {"idle-timeout", rt.IdleTimeout},
-		{"write-timeout", rt.WriteTimeout},
+		{"write-timeout", rt.WriteTimeout}, {"body-timeout", rt.BodyTimeout},
 	} {
 		if d.v <= 0 {
 			return bad(d.name, "must be positive, got %v", d.v)

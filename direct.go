@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,12 +36,19 @@ type directRuntime struct {
 
 	countOnce sync.Once
 	counts    *tally // the Service's, from the first generation's reports
+
+	// exe is this process's executable as it was when it started, for
+	// staleExecutable; nil where it cannot be found.
+	exe os.FileInfo
 }
 
 // newDirectRuntime builds the server around an empty swap; nothing is
 // accepted until the first generation serves.
 func newDirectRuntime(cfg *config, app App, ln net.Listener, log *slog.Logger) (*directRuntime, error) {
 	rt := &directRuntime{cfg: cfg, app: app, ln: ln, swap: &directSwap{}, log: log}
+	if path, err := os.Executable(); err == nil {
+		rt.exe, _ = os.Stat(path)
+	}
 	srv, err := newServer(cfg.Runtime, rt.swap, log)
 	if err != nil {
 		return nil, fmt.Errorf("build runtime: %w", err)
@@ -84,6 +92,7 @@ type directGen struct {
 // at once; a handler its App returns later is stopped then (startApp).
 func (d *directGen) Start(ctx context.Context) error {
 	if d.n > 1 {
+		d.rt.staleExecutable(d.n)
 		id, err := d.rt.cfg.reloadTLS()
 		if err != nil {
 			return fmt.Errorf("reload tls: %w", err)
@@ -201,6 +210,26 @@ func (d *directGen) number() int { return d.n }
 
 // pids is empty: direct mode starts no worker process.
 func (d *directGen) pids() []int { return nil }
+
+// staleExecutable warns, at a reload, when the executable on disk is no
+// longer the one this process runs: a reload in direct mode builds the
+// handler again in this same process, so a new build installed since
+// does not run, however the log's "reloaded" reads. Worker processes
+// start from the file, so with -workers 2 or more a reload runs it.
+func (rt *directRuntime) staleExecutable(generation int) {
+	if rt.exe == nil {
+		return
+	}
+	path, err := os.Executable()
+	if err != nil {
+		return
+	}
+	now, err := os.Stat(path)
+	if err != nil || !os.SameFile(rt.exe, now) || !now.ModTime().Equal(rt.exe.ModTime()) {
+		rt.log.Warn("executable changed since start: a reload in direct mode does not run it; restart servery, or serve with -workers 2 or more, whose reloads start the new build",
+			"generation", generation, "path", path)
+	}
+}
 
 // startDirect runs the App's start step in this process, as worker 0 of 1
 // of generation, within the startup timeout.

@@ -106,6 +106,14 @@ const closeGrace = time.Second
 // with Connection: close or idle for closeGrace (see drain), or ctx ends.
 // No clock is read for it outside a drain: a connection that went idle
 // before records no time, and counts as idle since the drain began.
+//
+// A connection is idle only once the client has its last answer: a
+// handler is done when the answer's last byte is in the kernel's send
+// buffer, which holds megabytes, so a slow reader may read for seconds
+// after it and only then send its next request. While the connection's
+// send queue holds bytes (unsent), its grace has not begun; it begins
+// when the queue empties. Where unsent cannot tell (not Linux), the grace
+// counts from the handler's end.
 func (srv *server) awaitClosed(ctx context.Context) {
 	began := *srv.drainBegan.Load()
 	pollUntil(ctx, 2*time.Millisecond, func() bool {
@@ -117,6 +125,10 @@ func (srv *server) awaitClosed(ctx context.Context) {
 			case connBusy:
 				return false
 			default:
+				if unsent(c.conn) > 0 {
+					c.idleSince.CompareAndSwap(idle, int64(now)) // unless it became busy meanwhile
+					return false
+				}
 				return now-time.Duration(idle) >= closeGrace
 			}
 		})
@@ -153,6 +165,8 @@ type h1Conn struct {
 	// one request at a time, so one writer per connection serves them all
 	// and no request allocates one.
 	w drainWriter
+	// conn is the TCP connection, whose send queue awaitClosed reads.
+	conn net.Conn
 }
 
 // h1Conns is the set of open HTTP/1 connections, which awaitClosed looks
@@ -409,13 +423,14 @@ func (s *Supervisor) waitReaped(deadline time.Time, hurry <-chan struct{}) bool 
 // reaped. Each worker leads its own session, so the signal reaches its
 // descendants too. overdue says the survivors outlived a deadline they
 // were given, which is worth a warning each; otherwise the signal was the
-// plan from the start.
+// plan from the start. A group that is gone (ESRCH) is no failure: its
+// worker exited, and was reaped, between survivors' look and the signal.
 func (s *Supervisor) signalSurvivors(sig os.Signal, action string, overdue bool) {
 	for _, p := range s.survivors() {
 		if overdue {
 			s.log.Warn("worker outlived deadline", "worker", p.index, "pid", p.pid, "action", action)
 		}
-		if err := s.seam.signal(p, sig); err != nil {
+		if err := s.seam.signal(p, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 			s.log.Warn("signal failed", "worker", p.index, "pid", p.pid, "signal", sig, "err", err)
 		}
 	}

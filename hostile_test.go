@@ -320,6 +320,28 @@ func TestOversizedHeadersGet431(t *testing.T) {
 	}
 }
 
+func TestRefusedRequestEndsInACloseNotAReset(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "index.html", "hello")
+	addr := startRuntime(t, dir, runtimeConfig{})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A head far past the cap: the server answers 431 with most of it
+	// unread, and closes.
+	go c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 256<<10) + "\r\n\r\n"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := io.ReadAll(c)
+	// net/http half-closes (FIN) and lingers before it closes, so the
+	// client reads the answer and then EOF; a close with input unread
+	// sends a reset, which may destroy the answer before it is read.
+	if err != nil || statusOf(resp) != 431 {
+		t.Errorf("after the answer %.40q: %v; want 431 and then EOF, not a reset", resp, err)
+	}
+}
+
 // requestHeadLimit is the README's cap on an HTTP/1 request head: the
 // request line, the header lines and the blank line that ends them, each
 // with its CRLF.
@@ -516,8 +538,9 @@ func skipWithoutProc(t *testing.T) {
 	}
 }
 
-// checkWorkerFDs fails unless pid holds only what a worker should: its
-// stdin and stdout pipes, its stderr (fd 2, whatever the parent's was),
+// checkWorkerFDs fails unless pid holds only what a worker should: stdin
+// on /dev/null, stdout the same as stderr (fd 2, whatever the parent's
+// was), the protocol's two pipes, moved off fds 0 and 1 (claimStdio),
 // exactly one descriptor for the listening socket (not fd 3, which it
 // closes once adopted), the served directory (its os.Root), and what the
 // Go runtime opens for itself: epoll, eventfd and pidfd inodes and the
@@ -531,15 +554,21 @@ func checkWorkerFDs(t *testing.T, pid int, dir string) {
 		t.Fatal(err)
 	}
 	var bad []string
-	listeners := 0
+	listeners, pipes := 0, 0
 	for _, fd := range slices.Sorted(maps.Keys(fds)) {
 		target := fds[fd]
 		switch {
-		case fd == 0 || fd == 1:
-			if !strings.HasPrefix(target, "pipe:") {
-				bad = append(bad, fmt.Sprintf("fd %d is %s, want a pipe", fd, target))
+		case fd == 0:
+			if target != os.DevNull {
+				bad = append(bad, fmt.Sprintf("fd 0 is %s, want %s", target, os.DevNull))
+			}
+		case fd == 1:
+			if target != fds[2] {
+				bad = append(bad, fmt.Sprintf("fd 1 is %s, want stderr's %s", target, fds[2]))
 			}
 		case fd == 2:
+		case strings.HasPrefix(target, "pipe:"):
+			pipes++
 		case target == "anon_inode:[eventpoll]", target == "anon_inode:[eventfd]", target == "anon_inode:[pidfd]":
 		case strings.HasPrefix(target, "/sys/fs/cgroup/"):
 		case strings.HasPrefix(target, "socket:["):
@@ -558,6 +587,9 @@ func checkWorkerFDs(t *testing.T, pid int, dir string) {
 	}
 	if listeners != 1 {
 		bad = append(bad, fmt.Sprintf("%d descriptors on listening sockets, want 1", listeners))
+	}
+	if pipes != 2 {
+		bad = append(bad, fmt.Sprintf("%d pipes, want the protocol's 2", pipes))
 	}
 	if len(bad) > 0 {
 		t.Errorf("worker pid %d: %s; its descriptors:%s", pid, strings.Join(bad, "; "), formatFDs(fds))

@@ -274,8 +274,9 @@ func (v *Service) onStarted(l *life, ev evStarted) {
 			// of the service, as in any generation.
 			l.retired = errors.Join(l.retired, fmt.Errorf("generation %d: %w", ev.gen.number(), ev.err))
 		}
-	case l.ending:
-		// Ready in the instant the end began: it never serves.
+	case l.ending || l.leaving && !first:
+		// Ready in the instant the end, or its shutdown delay, began: it
+		// never serves.
 		v.stop(l, ev.gen, nil)
 		err = errNotServing
 		if first {
@@ -328,7 +329,7 @@ func (v *Service) promote(l *life, gen generation) {
 // service manager the serving generation goes on, unless the end cut it
 // short, which is no failure of its own.
 func (v *Service) reloadFailed(l *life, n int, err error) {
-	if l.ending {
+	if l.ending || l.leaving {
 		v.log.Info("reload cut short by the stop, rolled back", "generation", n, "serving", l.serving.number(), "err", err)
 		return
 	}
@@ -357,7 +358,7 @@ func (v *Service) onLost(l *life, ev evLost) {
 		}
 	case v.heals(l, ev):
 		v.onWorkerLost(l, ev)
-	case ev.gen == l.retiring && v.heal.MaxRestarts > 0:
+	case ev.gen == l.retiring && v.heal.MaxRestarts > 0 && workerLoss(ev.err):
 		v.log.Warn("worker lost by the retiring generation: not replaced", "generation", ev.gen.number(), "err", ev.err)
 	case ev.gen == l.serving || ev.gen == l.retiring:
 		v.log.Error("serving worker lost: ending the service", "generation", ev.gen.number(), "err", ev.err)
@@ -365,6 +366,14 @@ func (v *Service) onLost(l *life, ev evLost) {
 	default:
 		v.log.Warn("worker lost by a generation already stopping", "generation", ev.gen.number(), "err", ev.err)
 	}
+}
+
+// workerLoss reports whether err is the loss of a worker process, which
+// one slot's replacement can heal; direct mode's lost server is the whole
+// service's, whichever generation's handler it served when it failed.
+func workerLoss(err error) bool {
+	var we *workerError
+	return errors.As(err, &we)
 }
 
 // end begins the end of the service, once: STOPPING=1 (with the lost
@@ -414,7 +423,10 @@ func (v *Service) end(l *life, lost error) {
 // answers 503 and the service manager has STOPPING=1, so load balancers
 // and Kubernetes take the service out of rotation, while every
 // generation serves on as before: workers accept, respawn and recycle.
-// Reloads are refused from now on. The front end asks for the stop
+// Reloads are refused from now on: a reload under way is cut short (it
+// rolls back), and those queued are answered at once, so no READY=1
+// follows STOPPING=1 and no caller waits through the delay and the drain
+// for a reload that would never serve. The front end asks for the stop
 // itself when the delay is over.
 func (v *Service) onLeave(l *life) {
 	if l.ending || l.leaving {
@@ -422,6 +434,13 @@ func (v *Service) onLeave(l *life) {
 	}
 	l.leaving = true
 	v.notify("STATUS=shutdown delay: not ready, serving on", "STOPPING=1")
+	if l.starting != nil && l.serving != nil {
+		l.starting.cancel()
+	}
+	for _, r := range l.queued {
+		reply(r, errNotServing)
+	}
+	l.queued, l.reload = nil, false
 }
 
 // stop begins gen's stop and waits for it in a goroutine, which reports

@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -319,6 +321,117 @@ func TestDirectGenerationReadyAsTheEndBeganStopsByTheForceDeadline(t *testing.T)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stop never ended: the never-served generation's App stop held it")
+	}
+}
+
+func TestDirectServerLostAsAReloadPromotesEndsTheService(t *testing.T) {
+	// The server fails as generation 2 is promoted: its loss reaches the
+	// loop as generation 1's, which is retiring (its App.Stop held).
+	release := make(chan struct{})
+	app := App{
+		Start: func(context.Context, Worker) (http.Handler, error) { return http.NotFoundHandler(), nil },
+		Stop: func(_ context.Context, h http.Handler) error {
+			<-release
+			return nil
+		},
+	}
+	cfg := &config{Workers: 1, StartupTimeout: 5 * time.Second, ForceTimeout: 10 * time.Second,
+		Runtime: runtimeConfig{HeaderTimeout: time.Second, IdleTimeout: time.Second, DrainTimeout: 5 * time.Second}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rt, err := newDirectRuntime(cfg, app, ln, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first reports
+	svc := newService(ln, log, 1, func(n int, keys [][]byte, r reports) generation {
+		if n == 1 {
+			first = r
+		}
+		return rt.generation(n, keys, r)
+	})
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := svc.state(); st.Serving != 2 || st.Retiring != 1 {
+		t.Fatalf("state %+v; want generation 2 serving and 1 retiring", st)
+	}
+	lost := errors.New("accept tcp: permanent failure")
+	first.lost(lost)
+	for deadline := time.Now().Add(5 * time.Second); !svc.state().Ending; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("direct mode's server was lost and the service went on: nothing accepts")
+		}
+	}
+	release <- struct{}{} // generation 1's stop step, then generation 2's
+	release <- struct{}{}
+	<-svc.done
+	if !errors.Is(svc.err, lost) {
+		t.Errorf("the service ended with %v; want the lost server's error", svc.err)
+	}
+}
+
+func TestShutdownDelayCutsAReloadShortAndRefusesTheQueued(t *testing.T) {
+	skipWithoutWorkers(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Setenv(gateEnv, gate)
+	h := newServiceHarness(t, 2, nil)
+	h.later = map[int]map[int]string{2: {0: faultHeldPrepared, 1: faultHeldPrepared}}
+	var mu sync.Mutex
+	var sent []string
+	h.svc.notify = func(states ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, strings.Join(states, " "))
+	}
+	h.start()
+	closeGate(t, gate) // generation 2 holds at prepared
+	running, queued := make(chan error, 1), make(chan error, 1)
+	go func() { running <- h.svc.Reload(context.Background()) }()
+	for h.svc.state().Starting != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { queued <- h.svc.Reload(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // queued behind the one running
+	h.svc.leave()
+	select {
+	case err := <-queued:
+		if !errors.Is(err, errNotServing) {
+			t.Errorf("the queued reload = %v; want %v", err, errNotServing)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("the queued reload's caller still waits once the shutdown delay began")
+	}
+	// The reload under way is rolled back at once: its workers, held at
+	// prepared and deaf to SIGTERM, are killed at the force deadline
+	// (4 s), not left to the startup timeout (10 s).
+	select {
+	case err := <-running:
+		if err == nil {
+			t.Error("the reload under way as the shutdown delay began served")
+		}
+	case <-time.After(7 * time.Second):
+		t.Error("the reload under way as the shutdown delay began was not cut short")
+		os.Remove(gate)
+		<-running
+	}
+	os.Remove(gate)
+	mu.Lock()
+	defer mu.Unlock()
+	stopping := slices.IndexFunc(sent, func(s string) bool { return strings.Contains(s, "STOPPING=1") })
+	if stopping < 0 {
+		t.Fatalf("no STOPPING=1 among %q", sent)
+	}
+	for _, s := range sent[stopping:] {
+		if strings.Contains(s, "READY=1") {
+			t.Errorf("READY=1 after STOPPING=1: %q", sent)
+		}
 	}
 }
 

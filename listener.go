@@ -85,7 +85,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 	l.accepted.Add(1)
 	l.open.Add(1)
-	return &limitConn{Conn: c, release: l.connClosed, writeTimeout: l.writeTimeout}, nil
+	lc := &limitConn{Conn: c, release: l.connClosed, writeTimeout: l.writeTimeout}
+	lc.h1.conn = c
+	return lc, nil
 }
 
 // pause sleeps pace per open connection, at most maxAcceptPause.
@@ -146,7 +148,11 @@ type limitConn struct {
 	release      func()
 	writeTimeout time.Duration
 	deadline     atomic.Int64 // UnixNano of the write deadline in force; 0: none
-	h1           h1Conn       // what a drain knows of it (drain.go)
+	// ours: the deadline in force is one a write armed, not one that
+	// net/http or crypto/tls set (for a TLS handshake: the header
+	// timeout), which a clear must really clear.
+	ours atomic.Bool
+	h1   h1Conn // what a drain knows of it (drain.go)
 }
 
 // writeChunk is the most one write or sendfile call may send before the
@@ -222,20 +228,25 @@ func (c *limitConn) armWrite() {
 func (c *limitConn) rearmWrite() {
 	d := time.Now().Add(c.writeTimeout)
 	c.deadline.Store(d.UnixNano())
+	c.ours.Store(true)
 	c.Conn.SetWriteDeadline(d)
 }
 
 // SetWriteDeadline sets t and remembers it, so armWrite sees a moved
-// deadline. Clearing it (a zero t) keeps ours in force instead: net/http
-// clears the write deadline after every response, and the next write
-// would arm ours again anyway, so keeping it spares each keep-alive
+// deadline. Clearing one of ours (a zero t) keeps it in force instead:
+// net/http clears the write deadline after every response, and the next
+// write would arm ours again anyway, so keeping it spares each keep-alive
 // response two deadline updates in the runtime's timers (a CPU profile
 // against bare net/http showed them on the hot path). A write after a
 // clear therefore still gets at least half the write timeout, as any
-// write does. Hijacking clears both deadlines through SetDeadline, which
-// passes a zero t on, so a hijacked connection inherits none.
+// write does. A deadline someone else set is cleared for real: kept, the
+// TLS handshake's (the header timeout) bounded a client that stopped
+// reading instead of the write timeout, since armWrite trusts a deadline
+// with more than half the write timeout left. Hijacking clears both
+// deadlines through SetDeadline, which passes a zero t on, so a hijacked
+// connection inherits none.
 func (c *limitConn) SetWriteDeadline(t time.Time) error {
-	if t.IsZero() && c.writeTimeout > 0 {
+	if t.IsZero() && c.writeTimeout > 0 && c.ours.Load() {
 		return nil
 	}
 	c.noteDeadline(t)
@@ -254,12 +265,91 @@ func (c *limitConn) noteDeadline(t time.Time) {
 		d = t.UnixNano()
 	}
 	c.deadline.Store(d)
+	c.ours.Store(false)
+}
+
+// CloseWrite passes the connection's half-close through, which the
+// embedded net.Conn would hide: net/http closes a connection it will not
+// read again (after a 431, or a large body it will not read) by sending
+// FIN first and lingering, so the client reads the whole answer; without
+// it, the close discards unread input and the kernel sends a reset, which
+// can destroy the answer before a client reads it.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// bodyDeadlines bounds the wait for each request body's next bytes by
+// timeout, as nginx's client_body_timeout does: a body that makes no
+// progress for that long is cut. net/http has no such bound (ReadTimeout
+// would bound the whole request, a long upload included), so a client
+// that declared Content-Length: 100, sent 5 bytes and stalled held its
+// connection for ever: before it answers, net/http reads what is left of
+// a body the handler did not read, to keep the connection alive, with no
+// read deadline. The request's read deadline is armed before the handler
+// runs (bounding that discard when the handler answers without reading),
+// before each read of the body (with limitConn's half-used rule), and
+// once more when the handler returns with the body unread, for the
+// discard that follows; it is cleared when the body ends, before net/http
+// starts the background read that watches for a closed connection, which
+// no deadline may cut. Requests without a body pass straight through,
+// allocation-free.
+func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
+	if timeout <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		b := &bodyReader{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout}
+		r.Body = b
+		b.arm()
+		h.ServeHTTP(w, r)
+		if !b.ended {
+			b.deadline = time.Time{}
+			b.arm()
+		}
+	})
+}
+
+// bodyReader arms its request's read deadline before each read.
+type bodyReader struct {
+	io.ReadCloser
+	rc       *http.ResponseController
+	timeout  time.Duration
+	deadline time.Time // armed last; zero: none
+	ended    bool      // read to its end
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	b.arm()
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.ended {
+		b.ended = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// arm moves the read deadline timeout ahead once less than half of it
+// is left.
+func (b *bodyReader) arm() {
+	now := time.Now()
+	if b.ended || !b.deadline.IsZero() && b.deadline.Sub(now) > b.timeout/2 {
+		return
+	}
+	b.deadline = now.Add(b.timeout)
+	b.rc.SetReadDeadline(b.deadline)
 }
 
 // streamDeadlines bounds each HTTP/2 response the way limitConn bounds an

@@ -30,3 +30,6 @@ func checkListening(*os.File) error { return errNoWorkers }
 
 // closeInheritedOnExec does nothing: no worker is started on Windows.
 func closeInheritedOnExec() {}
+
+// claimStdio has nothing to claim: Windows runs no worker processes.
+func claimStdio() (in, out *os.File, err error) { return os.Stdin, os.Stdout, nil }

@@ -283,6 +283,27 @@ func runsFile(t *testing.T, pid int, path string) (bool, string) {
 	return link == path && os.SameFile(a, b), link
 }
 
+func TestDirectReloadWarnsThatTheReplacedExecutableDoesNotRun(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "servery")
+	copyExecutable(t, exe)
+	s := startInstalled(t, exe, "-dir", t.TempDir())
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg=reloaded generation=2`)
+	if strings.Contains(s.logs(), "executable changed") {
+		t.Errorf("a reload with the executable unchanged warned of a change")
+	}
+	copyExecutable(t, exe) // the new release, a new inode at the same path
+	s.signal(syscall.SIGHUP)
+	waitLog(t, s, `msg=reloaded generation=3`)
+	if !regexp.MustCompile(`level=WARN msg="executable changed since start: a reload in direct mode does not run it; restart servery, or serve with -workers 2 or more.*" generation=3 path=`).MatchString(s.logs()) {
+		t.Errorf("no warning that the new executable does not run:\n%s", s.logs())
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Errorf("exit status %d; want 0", code)
+	}
+}
+
 func TestReloadRunsTheReplacedExecutableInTheNewWorkers(t *testing.T) {
 	skipWithoutWorkers(t)
 	if runtime.GOOS != "linux" {

@@ -92,7 +92,11 @@ func (v *Service) snapshot(l *life) statusSnapshot {
 		}
 	}
 	if l.serving != nil {
-		s.gens = append(s.gens, genRole{l.serving, "serving"})
+		role := "serving"
+		if l.stopping[l.serving] {
+			role = "stopping" // the end began
+		}
+		s.gens = append(s.gens, genRole{l.serving, role})
 	}
 	if l.starting != nil {
 		s.gens = append(s.gens, genRole{l.starting.gen, "starting"})
@@ -483,7 +487,13 @@ func sameAddr(a, b string) bool {
 }
 
 // workers returns what each of the generation's worker processes not yet
-// reaped is doing; serving says whether the generation serves.
+// reaped is doing; serving says whether the generation serves, as the
+// loop's snapshot said. That, not whether its stop has begun since,
+// decides: a scrape that reads the snapshot of the serving generation
+// just before a reload promotes the next, and its workers just after,
+// would otherwise show none serving in either, for a moment that an
+// alert on servery_workers{state="serving"} catches. What status shows
+// switches from one generation to the next in one step.
 func (s *Supervisor) workers(serving bool) []workerView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -499,7 +509,7 @@ func (s *Supervisor) workers(serving bool) []workerView {
 			v.ReadySince = time.Unix(0, ready)
 		}
 		switch {
-		case s.stopping || p.gone:
+		case p.gone || s.stopping && !serving:
 			v.State = stateStopping
 		case v.ReadySince.IsZero() || !serving:
 			v.State = stateStarting

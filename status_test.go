@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -256,6 +257,41 @@ func checkExposition(t *testing.T, body string) {
 				t.Errorf("sample %q without its HELP and TYPE before it", line)
 			}
 		}
+	}
+}
+
+func TestStatusSwitchesGenerationsInOneStep(t *testing.T) {
+	// Generation 1's workers ignore their drain, so they live on for a
+	// while after the reload retires them.
+	h := newServiceHarness(t, 2, map[int]string{0: faultDeaf, 1: faultDeaf})
+	h.later = map[int]map[int]string{2: {}}
+	h.start()
+	ctx := context.Background()
+	before, err := h.svc.status(ctx) // generation 1 serves
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.svc.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := h.svc.status(ctx) // generation 2 serves; 1 retires
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A scrape reads the snapshot, then the workers: one that read its
+	// snapshot just before the promotion reads the workers after it.
+	serving := func(s statusSnapshot) (n int) {
+		for _, g := range s.gens {
+			for _, v := range g.gen.workers(g.role == "serving") {
+				if v.State == stateServing {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if b, a := serving(before), serving(after); b != 2 || a != 2 {
+		t.Errorf("workers serving: %d by the snapshot before the promotion, %d by the one after, both read after it; want 2 and 2", b, a)
 	}
 }
 

@@ -491,6 +491,29 @@ func TestTerminateAtDrainDeadlineStopsWorkerThatIgnoresEOF(t *testing.T) {
 	h.assertAllGone()
 }
 
+func TestSignalToAWorkerAlreadyGoneIsNoFailure(t *testing.T) {
+	h := newHarness(t, 2, map[int]string{1: faultDeaf}, func(c *supervisorConfig) {
+		c.DrainTimeout, c.ForceTimeout = 300*time.Millisecond, 3*time.Second
+	})
+	// The worker exits, and is reaped, between the stop's look at who
+	// survives and its signal: the signal finds no such process.
+	h.sup.seam.signal = func(p *workerProc, sig os.Signal) error {
+		if sig != syscall.SIGTERM {
+			return signalWorkerGroup(p, sig) // the reaper's sweep, which exited waits for
+		}
+		signalWorkerGroup(p, sig)
+		<-p.exited
+		return signalWorkerGroup(p, sig)
+	}
+	h.start()
+	if err := h.stop(context.Background()); err != nil {
+		t.Fatalf("Stop() = %v; want nil", err)
+	}
+	if logs := h.readLogs(); strings.Contains(logs, "signal failed") {
+		t.Errorf("a signal to a worker already gone was logged as a failure:\n%s", logs)
+	}
+}
+
 func TestForceKillsWorkerThatIgnoresTerm(t *testing.T) {
 	h := newHarness(t, 2, map[int]string{1: faultStubborn}, func(c *supervisorConfig) {
 		c.DrainTimeout, c.ForceTimeout = 200*time.Millisecond, 600*time.Millisecond

@@ -32,6 +32,7 @@ type runtimeConfig struct {
 	HeaderTimeout time.Duration `json:"header_timeout"`
 	IdleTimeout   time.Duration `json:"idle_timeout"`
 	WriteTimeout  time.Duration `json:"write_timeout"` // 0: none
+	BodyTimeout   time.Duration `json:"body_timeout"`  // 0: none
 	DrainTimeout  time.Duration `json:"drain_timeout"`
 	AccessLog     string        `json:"access_log"`  // "", "-" for stderr, or a path (direct mode only)
 	AcceptPace    time.Duration `json:"accept_pace"` // see limitListener; 0 in direct mode
@@ -79,7 +80,7 @@ type server struct {
 func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, error) {
 	srv := &server{cfg: cfg, serving: make(chan struct{}), limitReached: make(chan struct{})}
 	srv.http = &http.Server{
-		Handler:           streamDeadlines(srv.counting(h), cfg.WriteTimeout),
+		Handler:           streamDeadlines(bodyDeadlines(srv.counting(h), cfg.BodyTimeout), cfg.WriteTimeout),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -234,10 +235,11 @@ func (srv *server) close() error {
 	return nil
 }
 
-// workerMain is a worker process's main: it speaks the protocol on stdin
-// and stdout, serves app on the listener inherited as fd 3, and returns
-// the exit status.
-func workerMain(log, named *slog.Logger, app App) int {
+// workerMain is a worker process's main: it speaks the protocol on in
+// and out, the pipes the parent set up as its stdin and stdout (claimStdio),
+// serves app on the listener inherited as fd 3, and returns the exit
+// status.
+func workerMain(log, named *slog.Logger, app App, in, out *os.File) int {
 	// The final done message goes to stdout after the parent may have died;
 	// without this a write to the broken pipe would kill the worker with
 	// SIGPIPE before it finished draining.
@@ -248,8 +250,8 @@ func workerMain(log, named *slog.Logger, app App) int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	return runWorker(workerIO{
-		in:       os.Stdin,
-		out:      os.Stdout,
+		in:       in,
+		out:      out,
 		listener: os.NewFile(3, "listener"),
 		term:     term,
 		log:      log,
@@ -548,10 +550,17 @@ func drainSignal(msgs <-chan message, srv *server, out *lineWriter, log *slog.Lo
 func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	named := nameLogger(log, os.Getenv(workerNameEnv))
+	in, out, err := claimStdio()
+	if err != nil {
+		in, out = os.Stdin, os.Stdout // the protocol is still there, for the refusal
+	}
 	refuse := func(reason string) int {
 		named.Error("worker refused", "err", reason)
-		(&lineWriter{w: os.Stdout}).send(message{Type: msgFailed, Reason: reason})
+		(&lineWriter{w: out}).send(message{Type: msgFailed, Reason: reason})
 		return 1
+	}
+	if err != nil {
+		return refuse(err.Error())
 	}
 	if version != strconv.Itoa(protocolVersion) {
 		return refuse(fmt.Sprintf("protocol version %q, want %d", version, protocolVersion))
@@ -559,7 +568,7 @@ func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App)
 	if _, err := parseFlags(args, io.Discard, appFlags); err != nil {
 		return refuse(fmt.Sprintf("parse command line: %v", err))
 	}
-	return workerMain(log, named, app)
+	return workerMain(log, named, app, in, out)
 }
 
 // nameLogger returns log with the worker, pid and generation that name

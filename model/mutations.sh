@@ -738,6 +738,78 @@ m_recycle-failure() {
 	edit heal.go '	if ev.recycle && !slices.Contains(lost, s.pid) {' '	if false {'
 }
 
+mutant stdio "a program's prints go to the log, never to the protocol's pipe" \
+	"the worker speaks the protocol on fds 0 and 1, which the program shares" \
+	"TestProgramPrintsGoToTheLogNotTheProtocol"
+m_stdio() {
+	edit worker.go '	in, out, err := claimStdio()' '	in, out, err := os.Stdin, os.Stdout, error(nil)'
+}
+
+mutant write-timeout-tls "a client that stops reading is cut at -write-timeout over TLS too" \
+	"a cleared deadline keeps whatever was in force, the TLS handshake's included" \
+	"TestHostileClientsLoseTheirSlotOverEveryTransport"
+m_write-timeout-tls() {
+	edit listener.go '	if t.IsZero() && c.writeTimeout > 0 && c.ours.Load() {' '	if t.IsZero() && c.writeTimeout > 0 {'
+}
+
+mutant body-timeout "a request body that makes no progress for -body-timeout is cut" \
+	"no deadline on request bodies" \
+	"TestHostileClientsLoseTheirSlotOverEveryTransport"
+m_body-timeout() {
+	edit worker.go 'streamDeadlines(bodyDeadlines(srv.counting(h), cfg.BodyTimeout), cfg.WriteTimeout)' 'streamDeadlines(srv.counting(h), cfg.WriteTimeout)'
+}
+
+mutant close-write "a refused request ends in a close, not a reset" \
+	"limitConn hides CloseWrite" \
+	"TestRefusedRequestEndsInACloseNotAReset"
+m_close-write() {
+	edit listener.go '	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {' '	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && false {'
+}
+
+mutant direct-lost "direct mode's lost server ends the service, whichever generation it served" \
+	"a loss reported as the retiring generation's is dropped, as a worker's would be" \
+	"TestDirectServerLostAsAReloadPromotesEndsTheService"
+m_direct-lost() {
+	edit lifecycle.go '	case ev.gen == l.retiring && v.heal.MaxRestarts > 0 && workerLoss(ev.err):' '	case ev.gen == l.retiring && v.heal.MaxRestarts > 0:'
+}
+
+mutant status-one-step "status switches from one generation to the next in one step" \
+	"a worker shows as stopping once its generation's stop began, whatever the snapshot said" \
+	"TestStatusSwitchesGenerationsInOneStep"
+m_status-one-step() {
+	edit status.go '		case p.gone || s.stopping && !serving:' '		case p.gone || s.stopping:'
+}
+
+mutant delay-reload "the shutdown delay cuts a reload short and refuses those queued: no READY=1 after STOPPING=1" \
+	"the delay leaves reloads alone" \
+	"TestShutdownDelayCutsAReloadShortAndRefusesTheQueued"
+m_delay-reload() {
+	edit lifecycle.go '	if l.starting != nil && l.serving != nil {
+		l.starting.cancel()
+	}' ''
+}
+
+mutant direct-exe "a direct-mode reload warns that a replaced executable does not run" \
+	"no look at the executable" \
+	"TestDirectReloadWarnsThatTheReplacedExecutableDoesNotRun"
+m_direct-exe() {
+	edit direct.go '		d.rt.staleExecutable(d.n)' ''
+}
+
+mutant esrch "a signal to a worker already gone is no failure" \
+	"ESRCH is warned about as any failed signal" \
+	"TestSignalToAWorkerAlreadyGoneIsNoFailure"
+m_esrch() {
+	edit drain.go 'if err := s.seam.signal(p, sig); err != nil && !errors.Is(err, syscall.ESRCH) {' 'if err := s.seam.signal(p, sig); err != nil {'
+}
+
+mutant outq "a drain's grace for an idle connection begins once the client has its last answer" \
+	"the grace begins when the answer is in the kernel's send buffer" \
+	"TestSlowReadersNextRequestIsAnsweredAcrossADrain"
+m_outq() {
+	edit outq_linux.go '	return int(n)' '	return 0 * int(n)'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestSlowReadersNextRequestIsAnsweredAcrossADrain(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "1k.bin", strings.Repeat("k", 1<<10))
+	const size = 2 << 20
+	writeFile(t, dir, "2m.bin", strings.Repeat("m", size))
+	static, err := newStaticHandler(dir, staticOptions{Revalidate: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { static.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveHandler(t, ln, static, runtimeConfig{HeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, DrainTimeout: 8 * time.Second})
+	// A 64 KiB receive window, read at about 1 MB/s: the handler is done
+	// once the kernel's send buffer holds the rest, long before the
+	// client has it.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
+		return nil
+	}}
+	c, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "GET /2m.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReaderSize(c, 32<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(300*time.Millisecond, func() { srv.drain(context.Background()) })
+	buf := make([]byte, 32<<10)
+	read := 0
+	for read < size {
+		n, err := resp.Body.Read(buf)
+		read += n
+		if err != nil && read < size {
+			t.Fatalf("after %d of %d bytes: %v", read, size, err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	resp.Body.Close()
+	if resp.Close {
+		t.Fatal("the 2 MiB answer, begun before the drain, said Connection: close")
+	}
+	// Its last byte read, the client asks again on the same connection.
+	io.WriteString(c, "GET /1k.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	next, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the request sent on reading the last byte, during the drain: %v; want an answer with Connection: close", err)
+	}
+	body, _ := io.ReadAll(next.Body)
+	if next.StatusCode != http.StatusOK || len(body) != 1<<10 || !next.Close {
+		t.Errorf("the next request: %d, %d bytes, close %v; want 200, 1 KiB and Connection: close", next.StatusCode, len(body), next.Close)
+	}
+}
