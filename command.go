@@ -114,8 +114,10 @@ type frontEnd struct {
 	delaying atomic.Bool
 	skip     chan struct{}
 	// generation is the serving generation's number, which the mode
-	// keeps, so the front end's own lines carry it too.
+	// keeps, so the front end's own lines carry it too; served says that
+	// one has begun to serve.
 	generation atomic.Int64
+	served     atomic.Bool
 }
 
 func newFrontEnd(log *slog.Logger) *frontEnd {
@@ -125,11 +127,14 @@ func newFrontEnd(log *slog.Logger) *frontEnd {
 }
 
 // requestStop begins the stop once; later requests do nothing. by says
-// who asked, for the log.
+// who asked, for the log. Whether the shutdown delay runs is decided
+// here, once: only if a generation serves. A stop during startup has no
+// delay, so a second signal then hurries the rollback at once instead of
+// being spent on skipping a delay that never runs.
 func (fe *frontEnd) requestStop(by ...any) {
 	fe.stopOnce.Do(func() {
 		fe.log.Info("stop requested", append(by, "generation", fe.generation.Load())...)
-		fe.delaying.Store(fe.delay > 0)
+		fe.delaying.Store(fe.delay > 0 && fe.served.Load())
 		close(fe.stop)
 	})
 }
@@ -152,11 +157,8 @@ func (fe *frontEnd) skipDelay() bool {
 // answering that traffic instead of refusing it. A stop during startup
 // has nothing to delay: nobody sends traffic to a service not yet ready.
 func (fe *frontEnd) shutdownDelay(svc *Service) {
-	if fe.delay <= 0 {
-		return
-	}
 	gen := svc.state().Serving
-	if gen == 0 {
+	if !fe.delaying.Load() || gen == 0 {
 		fe.delaying.Store(false)
 		return
 	}
@@ -246,7 +248,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	svc.heal = cfg.heal()
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
-	svc.serving = func(n int) { fe.generation.Store(int64(n)) }
+	svc.serving = func(n int) { fe.generation.Store(int64(n)); fe.served.Store(true) }
 	fe.generation.Store(1)
 	go fe.reloads.run(svc.requestReload, svc.done)
 	if fe.statusLn != nil {

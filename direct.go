@@ -115,7 +115,7 @@ func (d *directGen) Start(ctx context.Context) error {
 // serve swaps the new handler (and certificate) in: every request that
 // begins from now on gets it. The first generation also starts the
 // server; its failure is the serving generation's loss.
-func (d *directGen) serve(seq uint64, keys [][]byte) {
+func (d *directGen) serve(seq uint64, keys [][]byte) error {
 	rt := d.rt
 	d.servedAt = time.Now()
 	if d.id != nil {
@@ -125,7 +125,7 @@ func (d *directGen) serve(seq uint64, keys [][]byte) {
 		d.sendTicketKeys(seq, keys)
 	}
 	if old := rt.swap.current.Swap(d.app); old != nil {
-		return
+		return nil
 	}
 	go func() {
 		// The Service closes the listener when the end begins, before
@@ -134,6 +134,7 @@ func (d *directGen) serve(seq uint64, keys [][]byte) {
 			rt.swap.current.Load().lost(err)
 		}
 	}()
+	return nil
 }
 
 // replace has nothing to do in direct mode: its one process is the

@@ -37,8 +37,10 @@ type generation interface {
 	Start(ctx context.Context) error
 	// serve makes a ready generation the one that answers, with the
 	// session ticket keys as they are now (nil without TLS; seq orders
-	// them, as for sendTicketKeys). It does not block.
-	serve(seq uint64, keys [][]byte)
+	// them, as for sendTicketKeys), unless it lost a worker since its
+	// Start returned: it then returns that loss, and nothing serves. It
+	// does not block.
+	serve(seq uint64, keys [][]byte) error
 	// beginStop begins the stop of a generation whose Start succeeded,
 	// with cause as its reason (nil: asked for), and returns at once.
 	// From then on the generation reports no lost worker.
@@ -130,7 +132,6 @@ type startingGen struct {
 	gen     generation
 	cancel  context.CancelFunc
 	replies []chan error // Start's caller, or the Reloads this one answers
-	lost    error        // a worker it lost after its Start returned, before run saw that
 }
 
 // run is the lifecycle's owner: it handles every event in order until the
@@ -251,17 +252,39 @@ func (v *Service) begin(l *life, ctx context.Context, replies []chan error) {
 	go func() { v.send(evStarted{gen, gen.Start(ctx)}) }()
 }
 
-// onStarted decides what a generation whose Start returned becomes: the
-// serving one, replacing the one before, or nothing, if it failed, lost a
-// worker before run saw it ready, or the end began meanwhile.
+// onStarted answers the callers of a generation whose Start returned,
+// with what it became (started), and begins what waited for it.
 func (v *Service) onStarted(l *life, ev evStarted) {
 	s := l.starting
 	l.starting = nil
 	s.cancel()
 	first := l.serving == nil
+	err := v.started(l, ev, first)
+	if err != nil && !first {
+		err = fmt.Errorf("reload: %w", err)
+	}
+	for _, r := range s.replies {
+		reply(r, err)
+	}
+	v.next(l)
+	v.nextRecycle(l) // a recycle may have waited for this reload
+}
+
+// started decides what a generation whose Start returned becomes, and
+// returns what its callers get. It fails if its Start failed, or if it
+// lost a worker before it could serve: before run saw it ready, or before
+// promote handed it the listener's traffic (then the first generation
+// ends the service, a reload's leaves the serving one be). Ready in the
+// instant the end, or its shutdown delay, began, it never serves.
+// Otherwise it is promoted.
+func (v *Service) started(l *life, ev evStarted, first bool) error {
 	err := ev.err
-	if err == nil && s.lost != nil {
-		err = fmt.Errorf("lost a worker before serving: %w", s.lost)
+	if err == nil && !l.ending && !(l.leaving && !first) {
+		lost := v.promote(l, ev.gen)
+		if lost == nil {
+			return nil
+		}
+		err = fmt.Errorf("lost a worker before serving: %w", lost)
 		v.stop(l, ev.gen, err)
 	}
 	switch {
@@ -274,37 +297,31 @@ func (v *Service) onStarted(l *life, ev evStarted) {
 			// of the service, as in any generation.
 			l.retired = errors.Join(l.retired, fmt.Errorf("generation %d: %w", ev.gen.number(), ev.err))
 		}
-	case l.ending || l.leaving && !first:
-		// Ready in the instant the end, or its shutdown delay, began: it
-		// never serves.
+	default:
+		// Ready in the instant the end, or its shutdown delay, began:
+		// it never serves.
 		v.stop(l, ev.gen, nil)
 		err = errNotServing
 		if first {
 			l.serving, err = ev.gen, nil
 		}
-	default:
-		v.promote(l, ev.gen)
 	}
-	if err != nil && !first {
-		err = fmt.Errorf("reload: %w", err)
-	}
-	for _, r := range s.replies {
-		reply(r, err)
-	}
-	v.next(l)
-	v.nextRecycle(l) // a recycle may have waited for this reload
+	return err
 }
 
 // promote makes gen the serving generation and retires the one it
-// replaces.
-func (v *Service) promote(l *life, gen generation) {
-	old := l.serving
-	l.serving = gen
+// replaces, unless gen lost a worker since its Start returned: then it
+// returns that loss and changes nothing.
+func (v *Service) promote(l *life, gen generation) error {
 	var keys [][]byte
 	if v.keys != nil {
 		keys = v.keys.current()
 	}
-	gen.serve(l.keySeq, keys)
+	if err := gen.serve(l.keySeq, keys); err != nil {
+		return err
+	}
+	old := l.serving
+	l.serving = gen
 	v.serving(gen.number())
 	if l.heal != nil {
 		l.heal.end() // a reload cancels the respawns and recycles of the one it replaces
@@ -315,7 +332,7 @@ func (v *Service) promote(l *life, gen generation) {
 		if v.keys != nil {
 			go v.rotateEvery(ticketKeyRotation)
 		}
-		return
+		return nil
 	}
 	v.log.Info("reloaded", "generation", gen.number(), "retiring", old.number(), "pids", fmt.Sprint(gen.pids()))
 	l.stats.ReloadsOK++
@@ -323,6 +340,7 @@ func (v *Service) promote(l *life, gen generation) {
 	v.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving with %d workers", gen.number(), v.workers))
 	l.retiring = old
 	v.stop(l, old, nil)
+	return nil
 }
 
 // reloadFailed logs a reload that did not come to serve and tells the
@@ -346,16 +364,16 @@ func (v *Service) reloadFailed(l *life, n int, err error) {
 // generation replaces the worker in its slot (heal.go), and a retiring
 // one needs none. Under the fixed generation (-max-restarts 0), or in
 // direct mode, the service ends instead, with exit status 1. A loss in a
-// generation still starting fails that start when run sees it return.
+// generation still starting fails that start when run sees it return:
+// the generation refuses to serve (Supervisor.serve).
 func (v *Service) onLost(l *life, ev evLost) {
 	if ev.gen == l.serving || ev.gen == l.retiring {
 		l.stats.Lost++
 	}
 	switch {
 	case l.starting != nil && ev.gen == l.starting.gen:
-		if l.starting.lost == nil {
-			l.starting.lost = ev.err
-		}
+		// Lost before it served: its serve fails with this loss, and
+		// with it the start or the reload (started).
 	case v.heals(l, ev):
 		v.onWorkerLost(l, ev)
 	case ev.gen == l.retiring && v.heal.MaxRestarts > 0 && workerLoss(ev.err):

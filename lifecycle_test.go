@@ -435,6 +435,53 @@ func TestShutdownDelayCutsAReloadShortAndRefusesTheQueued(t *testing.T) {
 	}
 }
 
+// loopHeldAtReady is a generation whose Start, once it has succeeded,
+// holds the lifecycle loop (an evState whose answer nobody reads until
+// the test does) before it returns: run then takes its return first and
+// whatever comes after it later, in order.
+type loopHeldAtReady struct {
+	generation
+	svc  *Service
+	hold chan lifeState
+}
+
+func (g *loopHeldAtReady) Start(ctx context.Context) error {
+	err := g.generation.Start(ctx)
+	g.svc.inbox <- evState{reply: g.hold}
+	return err
+}
+
+func TestWorkerLostAfterStartBeforePromotionFailsTheReload(t *testing.T) {
+	skipWithoutWorkers(t)
+	// The fixed generation: a serving worker's loss would end the service.
+	h := newServiceHarness(t, 2, nil)
+	h.svc.heal.MaxRestarts = 0
+	// Generation 2's worker 0 breaks the protocol a second after its
+	// ready, once the whole generation is surely ready.
+	h.later = map[int]map[int]string{2: {0: faultBadAfterReady}}
+	hold := make(chan lifeState)
+	h.wrap = func(gen *Supervisor, r reports) generation {
+		if gen.number() == 2 {
+			return &loopHeldAtReady{generation: gen, svc: h.svc, hold: hold}
+		}
+		return gen
+	}
+	h.start()
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- h.svc.Reload(context.Background()) }()
+	// Generation 2's Start has returned, and run waits to take it; its
+	// worker 0 is lost meanwhile, and that report waits behind it.
+	h.waitLog(`msg="worker lost" generation=2 worker=0`)
+	time.Sleep(50 * time.Millisecond)
+	<-hold
+	if err := <-reloaded; err == nil || !strings.Contains(err.Error(), "lost a worker before serving") {
+		t.Errorf("Reload = %v; want the reload failed: its worker was lost before it served", err)
+	}
+	if st := h.svc.state(); st.Ending || st.Serving != 1 {
+		t.Errorf("state %+v; want generation 1 serving on, the service not ending", st)
+	}
+}
+
 // stopHangs is a handler whose App.Stop never returns.
 type stopHangs struct{ http.Handler }
 

@@ -79,6 +79,13 @@ func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (repla
 // begun, and returns it with the ticket keys its config carries, the last
 // sent, and their seq. The caller owes s.replacing a Done.
 func (s *Supervisor) spawnInto(slot int) (*workerProc, [][]byte, uint64, error) {
+	// The keys first, and never under spawnMu: a key send holds keyMu
+	// across its pipe writes, up to a second for a worker that does not
+	// read, and the stop takes spawnMu before it tells any worker to
+	// drain. Keys rotated since are sent by install.
+	s.keyMu.Lock()
+	keys, seq := s.keys, s.keySeq
+	s.keyMu.Unlock()
 	s.spawnMu.Lock()
 	defer s.spawnMu.Unlock()
 	s.mu.Lock()
@@ -87,9 +94,6 @@ func (s *Supervisor) spawnInto(slot int) (*workerProc, [][]byte, uint64, error) 
 	if stopping {
 		return nil, nil, 0, errGenerationStopping
 	}
-	s.keyMu.Lock()
-	keys, seq := s.keys, s.keySeq
-	s.keyMu.Unlock()
 	lnFile, err := listenerFile(s.ln)
 	if err != nil {
 		return nil, nil, 0, err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -409,6 +410,24 @@ func TestShutdownDelayIsNotReadyWhileServingOn(t *testing.T) {
 		t.Errorf("want the delay over before the stop begins, and no generation 2:\n%s", logs)
 	}
 	s.assertNoWorkersLeft()
+}
+
+func TestSecondSignalDuringStartupHurriesTheRollback(t *testing.T) {
+	// The first signal comes before any generation serves: there is no
+	// shutdown delay to skip, so the second must go to the drain.
+	fe := newFrontEnd(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	fe.delay = time.Minute
+	fe.requestStop("signal", "test")
+	if fe.skipDelay() {
+		t.Error("a second signal during startup was spent on skipping a shutdown delay that never runs")
+	}
+	served := newFrontEnd(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	served.delay = time.Minute
+	served.served.Store(true)
+	served.requestStop("signal", "test")
+	if !served.skipDelay() {
+		t.Error("once a generation serves, a second signal does not skip the shutdown delay")
+	}
 }
 
 func TestSecondSignalSkipsTheShutdownDelay(t *testing.T) {

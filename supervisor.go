@@ -101,6 +101,9 @@ type Supervisor struct {
 	// its generation serves, even within its barrier).
 	served bool
 	early  []*workerProc
+	// lostUnserved is the first worker lost after Start and before serve,
+	// which then fails.
+	lostUnserved error
 
 	// spawnMu is held by replace across its check that the stop has not
 	// begun and its spawn, and taken once by the stop after it began, so
@@ -290,19 +293,28 @@ func (s *Supervisor) tlsAgain() error {
 // their commit on) and passes on the recycle requests that came before.
 // It is the lifecycle loop's promotion of a ready generation
 // (generation.serve), called from the loop itself, so it blocks on
-// nothing: what reports to the loop does so in a goroutine.
-func (s *Supervisor) serve(seq uint64, keys [][]byte) {
-	if keys != nil {
-		go s.sendTicketKeys(seq, keys)
-	}
+// nothing: what reports to the loop does so in a goroutine. A worker lost
+// since Start returned fails it instead, with that loss: the loop learns
+// of the loss only after it decided the promotion, and a generation that
+// never served must fail its reload, not end a fixed generation's
+// service (-max-restarts 0) as a serving worker's loss does.
+func (s *Supervisor) serve(seq uint64, keys [][]byte) error {
 	s.mu.Lock()
+	if lost := s.lostUnserved; lost != nil {
+		s.mu.Unlock()
+		return lost
+	}
 	s.served = true
 	early := s.early
 	s.early = nil
 	s.mu.Unlock()
+	if keys != nil {
+		go s.sendTicketKeys(seq, keys)
+	}
 	for _, p := range early {
 		go s.onRecycle(p.index, p.pid, p.recycleWhy)
 	}
+	return nil
 }
 
 // recycleAsked takes a worker's first request to be recycled: passed on
@@ -529,17 +541,21 @@ func (s *Supervisor) observe(ev event) {
 		s.recycleAsked(p, ev.msg.Reason)
 		return
 	}
-	p.gone = true
-	s.reporting.Add(1)
-	s.mu.Unlock()
-	defer s.reporting.Done()
 	reason := "sent " + ev.msg.Type + " after ready"
 	if ev.err != nil {
 		reason = ev.err.Error()
 	}
+	lost := &workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err}
+	p.gone = true
+	if !s.served && s.lostUnserved == nil {
+		s.lostUnserved = lost
+	}
+	s.reporting.Add(1)
+	s.mu.Unlock()
+	defer s.reporting.Done()
 	s.log.Error("worker lost", "worker", p.index, "pid", p.pid, "reason", reason)
 	s.retire(p, s.cfg.DrainTimeout) // a worker that broke the protocol may still run
-	s.onLost(&workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err})
+	s.onLost(lost)
 }
 
 // stopWith starts the stop path once and reports whether this call

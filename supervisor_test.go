@@ -514,6 +514,35 @@ func TestSignalToAWorkerAlreadyGoneIsNoFailure(t *testing.T) {
 	}
 }
 
+func TestStopIsNotHeldBehindAKeySend(t *testing.T) {
+	h := newHarness(t, 2, nil)
+	h.start()
+	// A ticket-key send holds keyMu across its pipe writes, up to a
+	// second for a worker that does not read; a recycle begins meanwhile.
+	h.sup.keyMu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			h.sup.keyMu.Unlock()
+		}
+	}()
+	go h.sup.replace(context.Background(), 0, true)
+	time.Sleep(50 * time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.sup.Stop(context.Background()) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("Stop() = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the stop waited for a key send: the recycle's spawn held spawnMu while it waited for keyMu")
+		h.sup.keyMu.Unlock()
+		locked = false
+		<-stopped
+	}
+}
+
 func TestForceKillsWorkerThatIgnoresTerm(t *testing.T) {
 	h := newHarness(t, 2, map[int]string{1: faultStubborn}, func(c *supervisorConfig) {
 		c.DrainTimeout, c.ForceTimeout = 200*time.Millisecond, 600*time.Millisecond

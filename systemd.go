@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // listenFDsStart is the first descriptor systemd passes (SD_LISTEN_FDS_START).
@@ -85,12 +86,19 @@ func (n *notifier) notify(states ...string) {
 	}
 }
 
+// notifyTimeout bounds one notification: the lifecycle loop sends it,
+// and a service manager that does not read its socket must not stall
+// every decision behind it. A notification that does not fit in time is
+// dropped, and logged.
+const notifyTimeout = 100 * time.Millisecond
+
 func (n *notifier) send(msg string) error {
 	conn, err := net.DialUnix("unixgram", nil, n.addr)
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
 	}
 	defer conn.Close()
+	conn.SetWriteDeadline(time.Now().Add(notifyTimeout))
 	if _, err := conn.Write([]byte(msg)); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -237,5 +239,42 @@ func TestNoNotifySocketMeansNoNotification(t *testing.T) {
 	}
 	if _, _, err := get(s.addr, "/"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestANotifySocketNobodyReadsNeverHoldsTheLoop(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ntf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	addr := &net.UnixAddr{Name: filepath.Join(dir, "notify"), Net: "unixgram"}
+	deaf, err := net.ListenUnixgram("unixgram", addr) // never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deaf.Close()
+	fill, err := net.DialUnix("unixgram", nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fill.Close()
+	for {
+		fill.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := fill.Write(make([]byte, 1024)); err != nil {
+			break // its queue is full
+		}
+	}
+	t.Setenv("NOTIFY_SOCKET", addr.Name)
+	n := newNotifier(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan struct{})
+	go func() {
+		n.notify("READY=1") // as the lifecycle loop does
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("a notification to a service manager that does not read held the lifecycle loop")
 	}
 }

@@ -216,15 +216,14 @@ mutant h2-stream "an HTTP/2 stream that never reopens its window is cut" \
 	"streamDeadlines wrapper not installed" \
 	"TestHTTP2StreamWithoutWindowUpdateIsCut"
 m_h2-stream() {
-	edit worker.go 'streamDeadlines(srv.counting(h), cfg.WriteTimeout)' 'srv.counting(h)'
+	edit worker.go 'streamDeadlines(bodyDeadlines(srv.counting(h), cfg.BodyTimeout), cfg.WriteTimeout)' 'bodyDeadlines(srv.counting(h), cfg.BodyTimeout)'
 }
 
 mutant ready-stopping "READY=1 never follows STOPPING=1" \
 	"a generation ready as the end began is promoted (READY=1)" \
 	"TestReadyIsNeverNotifiedAfterStopping"
 m_ready-stopping() {
-	edit lifecycle.go '	case l.ending:
-		// Ready in the instant the end began: it never serves.' '	case false:'
+	edit lifecycle.go '	if err == nil && !l.ending && !(l.leaving && !first) {' '	if err == nil {'
 }
 
 mutant sidecar-stale "a sidecar older than its file is never served" \
@@ -323,15 +322,16 @@ mutant end-all "the end stops every generation, one ready as it began included" 
 	"a generation ready as the end began is left running" \
 	"TestServingWorkerLostAsAReloadBecomesReadyEndsTheService"
 m_end-all() {
-	edit lifecycle.go '		// Ready in the instant the end began: it never serves.
+	edit lifecycle.go '		// Ready in the instant the end, or its shutdown delay, began:
+		// it never serves.
 		v.stop(l, ev.gen, nil)' '		// BROKEN: left running'
 }
 
 mutant promote-lost "a new generation that lost a worker before serving fails the reload" \
 	"a loss taken before the generation was seen ready is ignored" \
-	"TestReloadFailsIfItsGenerationLostAWorkerBeforeServing"
+	"TestReloadFailsIfItsGenerationLostAWorkerBeforeServing TestWorkerLostAfterStartBeforePromotionFailsTheReload"
 m_promote-lost() {
-	edit lifecycle.go 'if err == nil && s.lost != nil {' 'if false && s.lost != nil {'
+	edit supervisor.go '	if lost := s.lostUnserved; lost != nil {' '	if lost := s.lostUnserved; lost != nil && false {'
 }
 
 mutant ticket-shared "one set of session ticket keys: a returning client resumes on any worker" \
@@ -808,6 +808,35 @@ mutant outq "a drain's grace for an idle connection begins once the client has i
 	"TestSlowReadersNextRequestIsAnsweredAcrossADrain"
 m_outq() {
 	edit outq_linux.go '	return int(n)' '	return 0 * int(n)'
+}
+
+mutant key-order "a stop never waits behind a ticket-key send" \
+	"a replacement's spawn takes keyMu under spawnMu" \
+	"TestStopIsNotHeldBehindAKeySend"
+m_key-order() {
+	edit slot.go '	s.keyMu.Lock()
+	keys, seq := s.keys, s.keySeq
+	s.keyMu.Unlock()
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()' '	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	s.keyMu.Lock()
+	keys, seq := s.keys, s.keySeq
+	s.keyMu.Unlock()'
+}
+
+mutant notify-deadline "a service manager that does not read never holds the lifecycle loop" \
+	"a notification waits for the socket" \
+	"TestANotifySocketNobodyReadsNeverHoldsTheLoop"
+m_notify-deadline() {
+	edit systemd.go '	conn.SetWriteDeadline(time.Now().Add(notifyTimeout))' '	_ = time.Now'
+}
+
+mutant delay-decided "a second signal during startup hurries the rollback, not a shutdown delay that never runs" \
+	"the delay is armed whether or not a generation serves" \
+	"TestSecondSignalDuringStartupHurriesTheRollback"
+m_delay-decided() {
+	edit command.go '		fe.delaying.Store(fe.delay > 0 && fe.served.Load())' '		fe.delaying.Store(fe.delay > 0)'
 }
 
 # ------------------------------------------------------------- helpers

@@ -85,7 +85,7 @@ bool g_reporting[G];    /* a loss taken, not yet sent (Supervisor.reporting) */
 byte serving = NONE;    /* life.serving                                    */
 byte starting = NONE;   /* life.starting                                   */
 byte retiring = NONE;   /* life.retiring                                   */
-bool lost_before[G];    /* startingGen.lost: lost before run saw it ready  */
+bool lost_before[G];    /* Supervisor.lostUnserved: lost before it served, so serve fails */
 byte nstopping;         /* len(life.stopping): stops run is waiting for    */
 byte ngens;             /* life.numbered                                   */
 bool ending;            /* life.ending                                     */
