@@ -397,7 +397,7 @@ func TestRecycledWorkerThatIgnoresSIGTERMIsKilledAtTheForceDeadline(t *testing.T
 		}
 		get(h.addr, "/")
 	}
-	h.waitLog(fmt.Sprintf(`msg="worker outlived deadline" generation=1 worker=0 pid=%d signal=killed`, old))
+	h.waitLog(fmt.Sprintf(`msg="worker outlived deadline" generation=1 worker=0 pid=%d action=kill`, old))
 	if !waitGone(old, 2*time.Second) {
 		t.Errorf("recycled worker pid %d still alive after the force deadline", old)
 	}

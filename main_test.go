@@ -84,8 +84,9 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := runStatic(tc.args, &stdout, &stderr)
 			msg := stderr.String()
-			if code != exitUsage || !strings.Contains(msg, tc.want) || strings.Count(msg, "\n") != 1 {
-				t.Errorf("run(%q) = %d, stderr %q; want %d and one line containing %q", tc.args, code, msg, exitUsage, tc.want)
+			prefix := programName() + ": "
+			if code != exitUsage || !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, tc.want) || strings.Count(msg, "\n") != 1 {
+				t.Errorf("run(%q) = %d, stderr %q; want %d and one line starting %q, containing %q", tc.args, code, msg, exitUsage, prefix, tc.want)
 			}
 		})
 	}
@@ -446,4 +447,34 @@ func TestSignalDuringStartupIsACleanStop(t *testing.T) {
 		t.Errorf("a worker became ready after the stop:\n%s", s.logs())
 	}
 	s.assertNoWorkersLeft()
+}
+
+func TestAccessLogWritesOneCombinedLinePerRequest(t *testing.T) {
+	for _, workers := range []string{"1", "2"} {
+		t.Run("workers="+workers, func(t *testing.T) {
+			if workers != "1" {
+				skipWithoutWorkers(t)
+			}
+			dir := t.TempDir()
+			writeFile(t, dir, "index.html", "hello")
+			s := startServery(t, "-dir", dir, "-workers", workers, "-access-log", "-")
+			req, _ := http.NewRequest("GET", "http://"+s.addr+"/index.html", nil)
+			req.Header.Set("Referer", "http://example.com/from")
+			req.Header.Set("User-Agent", "probe/1.0")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			line := regexp.MustCompile(`(?m)^127\.0\.0\.1:\d+ - - \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] "GET /index\.html HTTP/1\.1" 200 5 "http://example\.com/from" "probe/1\.0" \d+us$`)
+			for deadline := time.Now().Add(5 * time.Second); !line.MatchString(s.logs()); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no access log line of the combined format for the request:\n%s", s.logs())
+				}
+			}
+			s.signal(syscall.SIGTERM)
+			s.wait(10 * time.Second)
+		})
+	}
 }

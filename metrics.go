@@ -219,7 +219,7 @@ func (p *metricsPage) write(w io.Writer) {
 	m.family("servery_reloads_total", "counter", "Reloads, by result: ok (the new generation serves) or failed (rolled back; the old one serves on).")
 	m.sample("servery_reloads_total", "result", "ok", s.ReloadsOK)
 	m.sample("servery_reloads_total", "result", "failed", s.ReloadsFailed)
-	m.gauge("servery_generation", "The serving generation's number: 1 at start, one more for each reload that succeeded; 0 before the first serves.", int64(s.Serving))
+	m.gauge("servery_generation", "The serving generation's number: 1 at start; every reload numbers a new generation, one that fails too, so a reload that succeeds after failed ones skips theirs; 0 before the first serves.", int64(s.Serving))
 	m.gauge("servery_ready", "1 while /readyz answers 200: a generation serves and no stop has begun; 0 otherwise.", boolInt(s.Ready))
 	m.family("servery_start_time_seconds", "gauge", "When the servery process started, in seconds since the Unix epoch.")
 	fmt.Fprintf(w, "servery_start_time_seconds %s\n", strconv.FormatFloat(float64(s.Started.UnixNano())/1e9, 'f', 3, 64))

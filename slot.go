@@ -164,16 +164,17 @@ func (s *Supervisor) retire(p *workerProc, drain time.Duration) {
 	go func() {
 		began := time.Now()
 		for _, st := range []struct {
-			at  time.Duration
-			sig os.Signal
-		}{{drain, syscall.SIGTERM}, {force, syscall.SIGKILL}} {
+			at     time.Duration
+			sig    os.Signal
+			action string // as the stop's escalate names it
+		}{{drain, syscall.SIGTERM, "terminate"}, {force, syscall.SIGKILL, "kill"}} {
 			timer := time.NewTimer(time.Until(began.Add(st.at)))
 			select {
 			case <-p.exited:
 			case <-s.done:
 			case <-timer.C:
 				if st.at > 0 {
-					s.log.Warn("worker outlived deadline", "worker", p.index, "pid", p.pid, "signal", st.sig)
+					s.log.Warn("worker outlived deadline", "worker", p.index, "pid", p.pid, "action", st.action)
 				}
 				s.seam.signal(p, st.sig)
 				continue

@@ -34,7 +34,7 @@ func newStaticApp(fs *flag.FlagSet) App {
 	fs.DurationVar(&sf.opts.Revalidate, "cache-revalidate", time.Second, "how old a cached entry may get before a stat checks it again, so an edited file is served fresh within this window; 0 = every request (per worker cache)")
 	fs.BoolVar(&sf.opts.Listing, "listing", false, "list the files of a directory that has no index.html (off: such a directory is 404)")
 	fs.StringVar(&sf.opts.Fallback, "fallback", "", "for a single-page app: a file in -dir, such as /index.html, served with status 200 for a missing GET or HEAD path whose last segment has no extension (missing assets stay 404)")
-	fs.BoolVar(&sf.opts.Immutable, "immutable-assets", false, "send fingerprinted assets (name.HASH.ext, name-HASH.ext; HASH 8+ letters and digits, with both) with Cache-Control: public, max-age=31536000, immutable, and HTML with Cache-Control: no-cache (off: no Cache-Control)")
+	fs.BoolVar(&sf.opts.Immutable, "immutable-assets", false, "send fingerprinted assets (name.HASH.ext, name-HASH.ext; HASH 8+ letters, digits and underscores, with at least one letter and one digit) with Cache-Control: public, max-age=31536000, immutable, and HTML with Cache-Control: no-cache (off: no Cache-Control)")
 	return App{Check: sf.check, Start: sf.start, Stop: stopStatic}
 }
 

@@ -296,6 +296,49 @@ func TestStatusSwitchesGenerationsInOneStep(t *testing.T) {
 	}
 }
 
+func TestStatusJSONHasTheDocumentedFields(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	_, addr := startWithStatus(t, "-dir", site, "-workers", "2")
+	_, body := statusGet(t, addr, "GET", "/status")
+	var doc struct {
+		Top         map[string]json.RawMessage
+		Slots       []map[string]json.RawMessage `json:"slots"`
+		Generations []map[string]json.RawMessage `json:"generations"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc.Top); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	// README.md, "Status and metrics", names these; recycle_failures of a
+	// slot only when it has any, ready_since once it is ready.
+	want := map[string][]string{
+		"top":        {"generation", "ready", "stopping", "pid", "started", "uptime_seconds", "slots", "generations", "reloads", "workers_lost", "respawns", "recycles", "recycle_failures", "worker_exits"},
+		"slot":       {"index", "pid", "state", "ready_since", "requests", "connections", "restarts"},
+		"generation": {"number", "role", "workers"},
+	}
+	has := func(what string, m map[string]json.RawMessage) {
+		for _, k := range want[what] {
+			if _, ok := m[k]; !ok {
+				t.Errorf("/status %s has no %q: %s", what, k, body)
+			}
+		}
+	}
+	has("top", doc.Top)
+	for _, slot := range doc.Slots {
+		has("slot", slot)
+	}
+	for _, g := range doc.Generations {
+		has("generation", g)
+	}
+	if len(doc.Slots) != 2 || len(doc.Generations) != 1 {
+		t.Errorf("/status: %d slots, %d generations; want 2 and 1", len(doc.Slots), len(doc.Generations))
+	}
+}
+
 func TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload(t *testing.T) {
 	skipWithoutWorkers(t)
 	site := t.TempDir()

@@ -582,7 +582,7 @@ mutant recycle-kill "a retired worker that ignores SIGTERM is killed at the forc
 	"a retired worker gets SIGTERM only" \
 	"TestRecycledWorkerThatIgnoresSIGTERMIsKilledAtTheForceDeadline"
 m_recycle-kill() {
-	edit slot.go '{{drain, syscall.SIGTERM}, {force, syscall.SIGKILL}}' '{{drain, syscall.SIGTERM}, {force, syscall.SIGTERM}}'
+	edit slot.go '{force, syscall.SIGKILL, "kill"}}' '{force, syscall.SIGTERM, "kill"}}'
 }
 
 mutant lost-busy "a replacement lost before the loop saw it ready is respawned: no loss dropped" \
@@ -837,6 +837,27 @@ mutant delay-decided "a second signal during startup hurries the rollback, not a
 	"TestSecondSignalDuringStartupHurriesTheRollback"
 m_delay-decided() {
 	edit command.go '		fe.delaying.Store(fe.delay > 0 && fe.served.Load())' '		fe.delaying.Store(fe.delay > 0)'
+}
+
+mutant delay-stopping "the shutdown delay sends STOPPING=1 once, as it begins" \
+	"the stop after the delay sends STOPPING=1 again" \
+	"TestControlStopRunsTheShutdownDelayAndSaysStoppingOnce"
+m_delay-stopping() {
+	edit lifecycle.go '	if !l.leaving || status != "" {' '	if true {'
+}
+
+mutant readyz-starting "/readyz answers 503 while the first generation starts" \
+	"ready whenever no stop was asked for" \
+	"TestReadyzIsNotReadyWhileStarting"
+m_readyz-starting() {
+	edit status.go '	s.Ready = l.serving != nil && !l.ending && !l.leaving' '	s.Ready = !l.ending && !l.leaving'
+}
+
+mutant livez-loop "/livez answers 503 when the lifecycle loop does not answer" \
+	"live whatever the loop does" \
+	"TestLivezFailsWhenTheLoopDoesNotAnswer"
+m_livez-loop() {
+	edit status.go '	if _, err := st.svc.status(ctx); err != nil {' '	if _, err := st.svc.status(ctx); err != nil && false {'
 }
 
 # ------------------------------------------------------------- helpers
