@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -103,6 +104,8 @@ func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
 			<-ctx.Done()
 		case "fail-lines": // an error of several lines, as errors.Join makes
 			return nil, errors.Join(errors.New("no database"), errors.New("no cache"))
+		case "fail-eof": // an error that wraps io.EOF, as a decoder's of an empty file does
+			return nil, fmt.Errorf("read settings: %w", io.EOF)
 		}
 	}
 	p.mark(fmt.Sprintf("started-%d", w.Index))
@@ -193,6 +196,15 @@ func TestAppStartFailureRollsBackGeneration(t *testing.T) {
 	h, _ := newProbeHarness(t, 3, []string{"-start-fault", "fail", "-fault-worker", "1"})
 	err := h.sup.Start(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "worker 1") || !strings.Contains(err.Error(), "no database") {
+		t.Fatalf("Start() = %v; want an error naming worker 1 and its reason", err)
+	}
+	h.assertAllGone()
+}
+
+func TestAppStartErrorWrappingEOFIsAFailure(t *testing.T) {
+	h, _ := newProbeHarness(t, 2, []string{"-start-fault", "fail-eof", "-fault-worker", "1"})
+	err := h.sup.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "worker 1") || !strings.Contains(err.Error(), "read settings: EOF") {
 		t.Fatalf("Start() = %v; want an error naming worker 1 and its reason", err)
 	}
 	h.assertAllGone()

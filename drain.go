@@ -111,9 +111,11 @@ const closeGrace = time.Second
 // handler is done when the answer's last byte is in the kernel's send
 // buffer, which holds megabytes, so a slow reader may read for seconds
 // after it and only then send its next request. While the connection's
-// send queue holds bytes (unsent), its grace has not begun; it begins
-// when the queue empties. Where unsent cannot tell (not Linux), the grace
-// counts from the handler's end.
+// send queue holds bytes (unsent) and shrinks, the client is reading, and
+// its grace begins again at each look; once the queue stops shrinking
+// (emptied, or a client that stopped reading) the grace runs out as
+// ever. Where unsent cannot tell (not Linux), the grace counts from the
+// handler's end.
 func (srv *server) awaitClosed(ctx context.Context) {
 	began := *srv.drainBegan.Load()
 	pollUntil(ctx, 2*time.Millisecond, func() bool {
@@ -125,7 +127,8 @@ func (srv *server) awaitClosed(ctx context.Context) {
 			case connBusy:
 				return false
 			default:
-				if unsent(c.conn) > 0 {
+				if n := unsent(c.conn); n > 0 && n != c.unsentSeen {
+					c.unsentSeen = n
 					c.idleSince.CompareAndSwap(idle, int64(now)) // unless it became busy meanwhile
 					return false
 				}
@@ -165,8 +168,11 @@ type h1Conn struct {
 	// one request at a time, so one writer per connection serves them all
 	// and no request allocates one.
 	w drainWriter
-	// conn is the TCP connection, whose send queue awaitClosed reads.
-	conn net.Conn
+	// conn is the TCP connection, whose send queue awaitClosed reads;
+	// unsentSeen is what it read there last (awaitClosed's alone, under
+	// the set's lock).
+	conn       net.Conn
+	unsentSeen int
 }
 
 // h1Conns is the set of open HTTP/1 connections, which awaitClosed looks

@@ -72,3 +72,39 @@ func TestSlowReadersNextRequestIsAnsweredAcrossADrain(t *testing.T) {
 		t.Errorf("the next request: %d, %d bytes, close %v; want 200, 1 KiB and Connection: close", next.StatusCode, len(body), next.Close)
 	}
 }
+
+func TestAClientThatStopsReadingDoesNotHoldTheDrain(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "2m.bin", strings.Repeat("m", 2<<20))
+	static, err := newStaticHandler(dir, staticOptions{Revalidate: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { static.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveHandler(t, ln, static, runtimeConfig{HeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, DrainTimeout: 8 * time.Second})
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
+		return nil
+	}}
+	c, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /2m.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+		t.Fatal(err)
+	}
+	// It reads no more: its answer sits in the server's send queue,
+	// which no longer shrinks.
+	time.Sleep(300 * time.Millisecond)
+	began := time.Now()
+	srv.drain(context.Background())
+	if took := time.Since(began); took > 4*time.Second {
+		t.Errorf("the drain took %v behind a client that stopped reading; want about the one-second grace, not the drain timeout (8s)", took.Round(time.Millisecond))
+	}
+}

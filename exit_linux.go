@@ -24,8 +24,9 @@ const (
 // process limit (ulimit -u, a cgroup's pids.max) made the runtime abort
 // when it could not create the next. Here the runtime's poller watches a
 // pidfd instead, which turns readable when the process exits, as it
-// watches a socket. It fails only where the kernel has no pidfd (before
-// 5.3), and the caller then waits as before.
+// watches a socket. It fails only where the kernel lacks pidfd_open
+// (before 5.3) or waitid on a pidfd (before 5.4), and the caller then
+// waits as before.
 //
 // The pid cannot name another process meanwhile: the parent reaps its
 // workers, and until it does the kernel keeps the pid.

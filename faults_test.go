@@ -83,6 +83,7 @@ const (
 	faultCrashLater       = "crash-later"        // from the 2nd start, exits 3 right after ready
 	faultCrashEverySecond = "crash-every-second" // on the 2nd, 4th... start, exits 3 right after ready
 	faultFailLater        = "fail-later"         // from the 2nd start, its App.Start fails
+	faultExitLater        = "exit-later"         // from the 2nd start, exits 3 without a word
 	// faultBadAfterReady, on its first start, writes a line that is not
 	// the protocol right after ready and then ignores SIGTERM and the
 	// stdin EOF: a worker lost while it still runs, until SIGKILL.
@@ -100,7 +101,7 @@ func testWorker(fault string) int {
 		return workerEntry(os.Getenv(workerEnv), os.Args[1:], fs, testApp(fs))
 	case faultFail, faultExit, faultGarbage, faultHang:
 		return brokenWorker(fault)
-	case faultCrashLater, faultCrashEverySecond, faultFailLater, faultBadAfterReady:
+	case faultCrashLater, faultCrashEverySecond, faultFailLater, faultExitLater, faultBadAfterReady:
 		return laterWorker(fault, startNumber())
 	}
 	// The rest run the real worker through a changed workerIO. Only they
@@ -188,6 +189,9 @@ func laterWorker(fault string, n int) int {
 	crash := fault == faultCrashLater && n > 1 || fault == faultCrashEverySecond && n%2 == 0
 	if fault == faultFailLater && n > 1 {
 		return brokenWorker(faultFail)
+	}
+	if fault == faultExitLater && n > 1 {
+		return brokenWorker(faultExit)
 	}
 	wio := realWorkerIO(slog.New(slog.NewTextHandler(os.Stderr, nil)).With("fault", fault, "start", n))
 	if crash {

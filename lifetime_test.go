@@ -50,3 +50,31 @@ func TestReplacedWorkersLeaveNothingInTheParent(t *testing.T) {
 			recycles, fds, fds0, gs, gs0, workers)
 	}
 }
+
+func TestFailedReplacementsLeaveNothingInTheParent(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc")
+	}
+	// Slot 1's replacements exit during their barrier without a word: the
+	// barrier takes their exit, and nothing else watches them.
+	h := newHealHarness(t, 2, map[int]string{1: faultExitLater}, testHeal, func(c *supervisorConfig) { c.MaxAge = 50 * time.Millisecond })
+	h.start()
+	gen := h.gens[0]
+	failed := func() int { return strings.Count(h.readLogs(), `msg="worker recycle failed" generation=1 worker=1`) }
+	waitFailed := func(n int) {
+		for deadline := time.Now().Add(30 * time.Second); failed() < n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d failed recycles within 30s; want %d", failed(), n)
+			}
+		}
+	}
+	waitFailed(3)
+	fds0 := openFDs(t)
+	waitFailed(9) // the backoff caps at 200 ms here
+	gen.mu.Lock()
+	workers := len(gen.all)
+	gen.mu.Unlock()
+	if fds := openFDs(t); workers > 3 || fds > fds0+4 {
+		t.Errorf("after %d failed recycles the generation holds %d workers and the parent %d descriptors (%d after 3); want at most 3 and flat", failed(), workers, fds, fds0)
+	}
+}

@@ -135,8 +135,8 @@ func (v *Service) status(ctx context.Context) (statusSnapshot, error) {
 // Status listener limits. A status client is an operator's curl, a
 // load balancer's health check or a scraper: a few connections, each
 // with small requests. A slow or hostile one is cut off by these, never
-// holds the loop or a worker, and never keeps a probe waiting
-// (statusConns).
+// holds the loop or a worker, and, holding connections, never keeps a
+// probe waiting (statusConns).
 const (
 	statusMaxConns      = 16
 	statusHeaderTimeout = 2 * time.Second

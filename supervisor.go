@@ -224,12 +224,12 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		s.log.Error("startup failed, rolling back", "err", err, "drain", drain)
 		s.rollback = true
 		s.stopWith(fmt.Errorf("start: %w", err), drain)
-		go s.monitor() // the barrier no longer reads events
+		go s.watch(s.events, s.started()) // the barrier no longer reads events
 		<-s.done
 		return s.err // the start error, and any survivor of the rollback
 	}
 	s.log.Info("generation ready", "workers", len(s.procs), "ready_in", since(s.startedAt))
-	go s.monitor()
+	go s.watch(s.events, s.started())
 	return nil
 }
 
@@ -460,24 +460,28 @@ func parentOnlyEnv(kv string) bool {
 	return false
 }
 
-// monitor watches the workers Start started, once they are ready, and
-// observes what they do. A replacement has a watch of its own (slot.go).
-func (s *Supervisor) monitor() {
+// started returns the workers Start started, which Start's watch
+// observes once they are ready (or rolls back). It is taken in Start's
+// goroutine, which owns their barrier state, before the watch begins. A
+// replacement has a watch of its own (slot.go).
+func (s *Supervisor) started() []*workerProc {
 	s.mu.Lock()
-	procs := slices.Clone(s.procs)
-	s.mu.Unlock()
-	s.watch(s.events, procs)
+	defer s.mu.Unlock()
+	return slices.Clone(s.procs)
 }
 
 // watch observes the events of procs, which arrive on events, until the
 // stream of each has ended with its exit, or the generation is done. It
-// lets go of each worker as its exit is seen (forget): a generation that
-// replaces workers for months holds a goroutine, a descriptor or a
-// handle only for the workers that still run.
+// lets go of each worker as its exit is seen (forget), or at once for one
+// whose exit the barrier took: a generation that replaces workers for
+// months holds a goroutine, a descriptor or a handle only for the workers
+// that still run.
 func (s *Supervisor) watch(events <-chan event, procs []*workerProc) {
 	running := 0
 	for _, p := range procs {
-		if !p.ended {
+		if p.ended {
+			s.forget(p)
+		} else {
 			running++
 		}
 	}
@@ -508,17 +512,15 @@ func (s *Supervisor) forget(p *workerProc) {
 		return
 	}
 	s.all = slices.DeleteFunc(s.all, func(q *workerProc) bool { return q == p })
+	if err := p.appStopError(); err != nil {
+		s.forgotten.keep(err) // with the removal, so the stop sees it in one place or the other
+	}
 	s.mu.Unlock()
 	// The reader has seen EOF by now, or a descendant still holds the
-	// pipe: closing the read end wakes it either way.
+	// pipe: closing the read end wakes it either way, and it ends.
 	p.stdin.Close()
 	p.stdout.Close()
 	s.logCounters(p)
-	if err := p.appStopError(); err != nil {
-		s.mu.Lock()
-		s.forgotten.keep(err)
-		s.mu.Unlock()
-	}
 }
 
 // observe handles one event from a ready worker. A recycle request, the
@@ -641,6 +643,8 @@ func (s *Supervisor) release() {
 // done message said: an unclean exit, which fails the stop as it fails
 // direct mode's. Those forgotten before the stop are among them.
 func (s *Supervisor) appStopErrors() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	errs := slices.Clone(s.forgotten.failures)
 	for _, p := range s.all {
 		if err := p.appStopError(); err != nil {
@@ -823,8 +827,8 @@ func (s *Supervisor) read(p *workerProc) {
 	lr := newLineReader(p.stdout)
 	for {
 		m, err := lr.next()
-		if err == io.EOF {
-			return // the exit event from reap ends the stream
+		if err == io.EOF || errors.Is(err, os.ErrClosed) {
+			return // the exit event from reap ends the stream; a close is forget's or release's
 		}
 		if err == nil && m.Type == msgDone {
 			p.setDone(m.Stats, m.Reason)

@@ -281,7 +281,7 @@ func runWorker(wio workerIO, app App) int {
 	logp.Store(cmp.Or(wio.named, wio.log))
 	stopWatch := exitOnTermUntilServing(wio.term, &logp)
 	rt, err := prepare(in, out, wio, app, &logp)
-	if errors.Is(err, io.EOF) {
+	if errors.Is(err, errNoConfig) {
 		// The parent closed the pipe before it sent the config: it rolls
 		// back (a sibling failed to start, or the host refused one) or
 		// died. Nothing failed here.
@@ -356,6 +356,11 @@ type workerRuntime struct {
 	log *slog.Logger
 }
 
+// errNoConfig is prepare's error when the parent closed the pipe before
+// it sent the config, which is no failure of the worker's; only this, not
+// an App's own error that wraps io.EOF.
+var errNoConfig = errors.New("the parent closed the pipe before the config")
+
 // prepare reads the config message, runs the App's start step within the
 // startup timeout, builds the server around its handler and adopts the
 // listener, accepting nothing yet. Once it has the config it stores the
@@ -363,6 +368,9 @@ type workerRuntime struct {
 // times out can tell a slow App.Start from a worker that never got going.
 func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomic.Pointer[slog.Logger]) (*workerRuntime, error) {
 	m, err := in.next()
+	if err == io.EOF {
+		err = errNoConfig
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}

@@ -860,6 +860,33 @@ m_livez-loop() {
 	edit status.go '	if _, err := st.svc.status(ctx); err != nil {' '	if _, err := st.svc.status(ctx); err != nil && false {'
 }
 
+mutant forget-ended "a replacement whose exit its barrier took leaves nothing in the parent either" \
+	"only a worker whose exit its watch sees is forgotten" \
+	"TestFailedReplacementsLeaveNothingInTheParent"
+m_forget-ended() {
+	edit supervisor.go '		if p.ended {
+			s.forget(p)
+		} else {
+			running++
+		}' '		if !p.ended {
+			running++
+		}'
+}
+
+mutant no-config "only a pipe closed before the config is no failure, not an App error that wraps io.EOF" \
+	"any error wrapping io.EOF is taken for the parent's close" \
+	"TestAppStartErrorWrappingEOFIsAFailure"
+m_no-config() {
+	edit worker.go '	if errors.Is(err, errNoConfig) {' '	if errors.Is(err, errNoConfig) || errors.Is(err, io.EOF) {'
+}
+
+mutant outq-progress "a client that stops reading gets the one-second grace, not the drain timeout" \
+	"the grace waits for the send queue to empty, whether or not it shrinks" \
+	"TestAClientThatStopsReadingDoesNotHoldTheDrain"
+m_outq-progress() {
+	edit drain.go '				if n := unsent(c.conn); n > 0 && n != c.unsentSeen {' '				if n := unsent(c.conn); n > 0 {'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
