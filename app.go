@@ -65,6 +65,18 @@ type App struct {
 	// it: servery exits 1, as in direct mode. Stop may be nil.
 	Stop func(ctx context.Context, h http.Handler) error
 
+	// Health, when set, runs in a worker whenever the parent probes it
+	// (-worker-timeout), one call at a time, with the handler its Start
+	// returned: it reports whether the worker can still serve, as a
+	// request would need, such as a database ping. ctx ends at the worker
+	// timeout. The worker answers the probe only once Health returns nil
+	// within it, so one that fails, or hangs, makes the parent find the
+	// worker hung: its stacks are logged, it is killed and respawned. It
+	// must not block on anything a slow but healthy request would not.
+	// Health may be nil; the static site's checks that its directory
+	// still answers a stat (a hung mount is a hung worker).
+	Health func(ctx context.Context, h http.Handler) error
+
 	// Parent, when set, runs in the parent alone, never in a worker, in a
 	// goroutine of its own from the moment the first generation serves.
 	// ctx ends when the stop begins, whoever began it. It is where a

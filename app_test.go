@@ -40,7 +40,8 @@ func probeApp(fs *flag.FlagSet) App {
 	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes")
 	fs.IntVar(&p.parentReloads, "parent-reloads", 0, "reloads the program's parent asks for through Control, then it stops; 0: no Parent")
 	fs.BoolVar(&p.print, "print", false, "print a line to stdout in the start step and in every request, as a debugging program does")
-	app := App{Start: p.start, Stop: p.stop}
+	fs.StringVar(&p.healthFault, "health-fault", "", "hang-once: the first -fault-worker's health check never returns (ignoring its context); later ones pass")
+	app := App{Start: p.start, Stop: p.stop, Health: p.health}
 	if os.Getenv(workerEnv) == "" {
 		app.Parent = p.parent
 	}
@@ -72,6 +73,20 @@ type probe struct {
 	parentReloads                int
 	slow                         time.Duration
 	print                        bool
+	healthFault                  string
+}
+
+// health is the probe's App.Health: it passes, but for -health-fault.
+func (p *probe) health(ctx context.Context, h http.Handler) error {
+	w := h.(*probeHandler).w
+	if p.healthFault == "hang-once" && w.Index == p.faultWorker {
+		once := filepath.Join(p.marks, "health-hung")
+		if f, err := os.OpenFile(once, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+			f.Close()
+			select {} // a deadlock: ignores ctx
+		}
+	}
+	return nil
 }
 
 // probeHandler is one worker's handler, which knows the worker.

@@ -30,7 +30,7 @@ import (
 // protocolVersion is carried in workerEnv and in the config message, so a
 // worker started from a different build refuses to run instead of
 // misreading the parent.
-const protocolVersion = 5
+const protocolVersion = 6
 
 // workerEnv selects worker mode when set, with the protocol version as its
 // value. An environment variable rather than a flag keeps worker mode out
@@ -70,6 +70,7 @@ type message struct {
 	Config  *workerConfig `json:"config,omitempty"`  // config
 	PID     int           `json:"pid,omitempty"`     // prepared
 	Reason  string        `json:"reason,omitempty"`  // failed, recycle, done
+	Limit   string        `json:"limit,omitempty"`   // recycle: the limit reached, one of recycleLimitNames
 	Stats   *workerStats  `json:"stats,omitempty"`   // done, and a worker's stats
 	Keys    [][]byte      `json:"keys,omitempty"`    // ticket_keys
 }
@@ -87,14 +88,22 @@ type workerConfig struct {
 	// with jitter (recycleLimits).
 	RecycleRequests int64         `json:"recycle_requests,omitempty"`
 	RecycleAge      time.Duration `json:"recycle_age,omitempty"`
+	// RecycleMemory: the worker asks to be recycled once its resident
+	// memory exceeds this; HealthTimeout bounds the App's health check,
+	// which gates each stats answer (-worker-timeout). 0: never, none.
+	RecycleMemory int64         `json:"recycle_memory,omitempty"`
+	HealthTimeout time.Duration `json:"health_timeout,omitempty"`
 	runtimeConfig
 }
 
 // workerStats are a worker's counters, reported in its done message and
-// whenever the parent asks (msgStats). They only grow in one worker.
+// whenever the parent asks (msgStats), and, with a stats answer, what it
+// is doing now. The counters only grow in one worker.
 type workerStats struct {
-	Accepted int64 `json:"accepted"` // connections accepted
-	Served   int64 `json:"served"`   // requests answered
+	Accepted int64 `json:"accepted"`           // connections accepted
+	Served   int64 `json:"served"`             // requests answered
+	Inflight int64 `json:"inflight,omitempty"` // requests being answered now
+	Memory   int64 `json:"memory,omitempty"`   // resident bytes now (residentBytes)
 }
 
 // decodeMessage parses one protocol line and checks that it is complete.
@@ -270,6 +279,7 @@ func (s *Supervisor) workerConfig(index int, keys [][]byte) *workerConfig {
 	cfg.TicketKeys = keys
 	cfg.AcceptPace = acceptPace // workers share the socket: balance it
 	cfg.RecycleRequests, cfg.RecycleAge = recycleLimits(s.cfg.MaxRequests, s.cfg.MaxAge)
+	cfg.RecycleMemory, cfg.HealthTimeout = s.cfg.MaxMemory, s.cfg.WorkerTimeout
 	return &cfg
 }
 
@@ -302,7 +312,7 @@ func (s *Supervisor) await(ctx context.Context, procs []*workerProc, events <-ch
 				continue
 			}
 			if ev.recycle() {
-				s.recycleAsked(ev.proc, ev.msg.Reason) // held until the generation serves
+				s.recycleAsked(ev.proc, ev.msg.Limit, ev.msg.Reason) // held until the generation serves
 				continue
 			}
 			if err := ev.advance(want); err != nil {

@@ -34,7 +34,11 @@ type config struct {
 	RestartWindow time.Duration
 	MaxRequests   int64
 	MaxWorkerAge  time.Duration
-	healSet       []string // those of these flags the command line gave
+	// A worker silent for WorkerTimeout is hung, and one whose memory
+	// exceeds MaxWorkerMemory bytes is recycled (watch.go); 0: never.
+	WorkerTimeout   time.Duration
+	MaxWorkerMemory int64
+	healSet         []string // those of these flags the command line gave
 	// The status listener, off when empty (status.go), and how long a
 	// stop first serves on while it says not ready.
 	StatusAddr    string
@@ -93,7 +97,7 @@ func parseFlags(args []string, out io.Writer, appFlags *flag.FlagSet) (*config, 
 	fs.Visit(func(f *flag.Flag) {
 		cfg.AddrSet = cfg.AddrSet || f.Name == "addr"
 		switch f.Name {
-		case "max-restarts", "restart-window", "max-requests", "max-worker-age":
+		case "max-restarts", "restart-window", "max-requests", "max-worker-age", "worker-timeout", "max-worker-memory":
 			cfg.healSet = append(cfg.healSet, f.Name)
 		}
 	})
@@ -161,6 +165,8 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.IntVar(&cfg.MaxRestarts, "max-restarts", defaultHeal.MaxRestarts, "a lost worker is replaced in its slot; past this many losses within -restart-window servery gives up (exit 1). 0: the first loss ends the service. Not in direct mode (-workers 1), which has no worker to replace: its service manager restarts it")
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultHeal.Window, "the window -max-restarts counts losses in")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "recycle a worker after it answered this many requests, plus up to 10% jitter drawn per worker: its replacement starts first (-workers 2 or more); 0: never")
+	fs.DurationVar(&cfg.WorkerTimeout, "worker-timeout", defaultWorkerTimeout, "a worker that does not answer the parent's probe (its runtime scheduling the answer, and the app's health check passing) within this is hung: its goroutines' stacks go to the log (SIGQUIT), it is killed and respawned (-workers 2 or more); 0: never")
+	fs.Var((*byteSize)(&cfg.MaxWorkerMemory), "max-worker-memory", "recycle a worker whose resident memory exceeds this `size` (its replacement starts first), and give each worker a Go memory limit a tenth below it unless GOMEMLIMIT is set (-workers 2 or more); 0: never")
 	fs.DurationVar(&cfg.MaxWorkerAge, "max-worker-age", 0, "recycle a worker after it served this long, plus up to 10% jitter drawn per worker (-workers 2 or more); 0: never")
 	fs.StringVar(&cfg.StatusAddr, "status-addr", "", "serve /livez, /readyz, /status (JSON) and /metrics (Prometheus) on this `address`, from the parent process; empty: off")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "stop: for this long after the first SIGTERM, SIGINT or program stop, /readyz answers 503 and STOPPING=1 is sent while every worker serves on; then the usual stop. It adds to the stop's total: up to this plus -force-timeout. A second signal skips it; a reload never applies it")
@@ -321,6 +327,10 @@ func (cfg *config) checkHeal() error {
 		return bad("max-requests", "must not be negative, got %d", cfg.MaxRequests)
 	case cfg.MaxWorkerAge < 0:
 		return bad("max-worker-age", "must not be negative, got %v", cfg.MaxWorkerAge)
+	case cfg.WorkerTimeout < 0:
+		return bad("worker-timeout", "must not be negative, got %v", cfg.WorkerTimeout)
+	case cfg.MaxWorkerMemory < 0:
+		return bad("max-worker-memory", "must not be negative, got %d", cfg.MaxWorkerMemory)
 	case cfg.Workers == 1 && len(cfg.healSet) > 0:
 		return bad(cfg.healSet[0], "direct mode (-workers 1) has no worker to replace or recycle: its service manager restarts the process; use -workers 2 or more")
 	}
@@ -386,6 +396,8 @@ func (cfg *config) supervisor() supervisorConfig {
 		Args:           cfg.Args,
 		MaxRequests:    cfg.MaxRequests,
 		MaxAge:         cfg.MaxWorkerAge,
+		WorkerTimeout:  cfg.WorkerTimeout,
+		MaxMemory:      cfg.MaxWorkerMemory,
 	}
 }
 

@@ -52,6 +52,7 @@ type (
 		gen   generation
 		slot  int
 		pid   int
+		limit string // which: requests, age or memory
 		why   string
 		retry bool // the retry of a recycle that failed: its timer fired
 	}
@@ -75,8 +76,12 @@ type healing struct {
 	queued    []recycleAsk // workers that asked to be recycled meanwhile, in order
 }
 
-// recycleAsk is a worker's request to be recycled.
-type recycleAsk struct{ slot, pid int }
+// recycleAsk is a worker's request to be recycled, and the limit it
+// reached.
+type recycleAsk struct {
+	slot, pid int
+	limit     string
+}
 
 // slotState is one slot of the serving generation.
 type slotState struct {
@@ -89,6 +94,7 @@ type slotState struct {
 	lostPIDs []int
 	lostAt   time.Time   // when its worker was lost, for the respawned line
 	recycled time.Time   // when its recycle began, for the recycled line
+	limit    string      // the limit that the worker its recycle replaces reached
 	respawn  *time.Timer // a respawn waits for its backoff
 	// A failed recycle leaves its worker serving and is tried again
 	// after a backoff of its own: recycleFailures in a row so far, and
@@ -276,7 +282,7 @@ func (v *Service) onRecycle(l *life, ev evRecycle) {
 		}
 		s.retry = nil
 	}
-	ask := recycleAsk{ev.slot, ev.pid}
+	ask := recycleAsk{ev.slot, ev.pid, ev.limit}
 	if !slices.Contains(h.queued, ask) {
 		h.queued = append(h.queued, ask)
 	}
@@ -302,7 +308,7 @@ func (v *Service) nextRecycle(l *life) {
 		case ask.pid != s.pid || s.retry != nil:
 			// left the slot, or its recycle failed and waits to retry
 		default:
-			s.busy, h.recycling, s.recycled = true, true, time.Now()
+			s.busy, h.recycling, s.recycled, s.limit = true, true, time.Now(), ask.limit
 			v.log.Info("worker recycling", "generation", h.gen.number(), "worker", ask.slot, "pid", ask.pid)
 			v.replaceIn(h, ask.slot, true)
 		}
@@ -339,6 +345,10 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 			v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
 				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
 			l.stats.Recycles++
+			if l.stats.RecyclesBy == nil {
+				l.stats.RecyclesBy = map[string]int64{}
+			}
+			l.stats.RecyclesBy[s.limit]++
 			s.recycleFailures = 0
 			if time.Since(s.since) >= v.heal.Steady {
 				// The recycled worker served steadily, and left at its
@@ -380,9 +390,9 @@ func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState, lost []int
 		delay := v.backoff(s.recycleFailures)
 		v.log.Error("worker recycle failed", "generation", ev.gen.number(), "worker", ev.slot, "pid", s.pid,
 			"failures", s.recycleFailures, "retry_in", delay, "err", ev.err)
-		gen, slot, pid := ev.gen, ev.slot, s.pid
+		gen, slot, pid, limit := ev.gen, ev.slot, s.pid, s.limit
 		replaceTimer(&s.retry, time.AfterFunc(delay, func() {
-			v.send(evRecycle{gen: gen, slot: slot, pid: pid, why: "the last recycle failed", retry: true})
+			v.send(evRecycle{gen: gen, slot: slot, pid: pid, limit: limit, why: "the last recycle failed", retry: true})
 		}))
 		return
 	}

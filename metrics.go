@@ -34,6 +34,7 @@ type tally struct {
 type slotTally struct {
 	gone     workerStats // the final counts of its workers that exited
 	lastExit string      // how its last worker exited, as cmd.Wait said
+	hangs    int64       // its workers found hung (watch.go)
 }
 
 // liveCount is a counting worker's slot and its counters as last seen.
@@ -76,6 +77,32 @@ func (t *tally) seen(who any, st workerStats) {
 	defer t.mu.Unlock()
 	if c := t.live[who]; c != nil {
 		c.last = c.last.max(st)
+		c.last.Inflight, c.last.Memory = st.Inflight, st.Memory // now, not the most
+	}
+}
+
+// last returns who's counters as last seen.
+func (t *tally) last(who any) workerStats {
+	if t == nil {
+		return workerStats{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.live[who]; c != nil {
+		return c.last
+	}
+	return workerStats{}
+}
+
+// hung counts who, found hung, against its slot.
+func (t *tally) hung(who any) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.live[who]; c != nil {
+		t.slot(c.slot).hangs++
 	}
 }
 
@@ -104,10 +131,13 @@ func (t *tally) end(who any, final *workerStats, reason, how string) {
 	t.exits[reason]++
 }
 
-// slotCounts is one slot's counters at a scrape.
+// slotCounts is one slot's counters at a scrape: the counters of every
+// worker that held it; requests in flight and resident memory of those
+// alive now.
 type slotCounts struct {
 	workerStats
 	LastExit string
+	Hangs    int64
 }
 
 // read returns every slot's totals so far: the workers gone and the
@@ -117,11 +147,13 @@ func (t *tally) read() (map[int]slotCounts, map[string]int64) {
 	defer t.mu.Unlock()
 	slots := make(map[int]slotCounts, len(t.slots))
 	for i, s := range t.slots {
-		slots[i] = slotCounts{workerStats: s.gone, LastExit: s.lastExit}
+		slots[i] = slotCounts{workerStats: s.gone, LastExit: s.lastExit, Hangs: s.hangs}
 	}
 	for _, c := range t.live {
 		s := slots[c.slot]
 		s.workerStats = s.workerStats.add(c.last)
+		s.Inflight += c.last.Inflight
+		s.Memory += c.last.Memory
 		slots[c.slot] = s
 	}
 	exits := make(map[string]int64, len(exitReasons))
@@ -140,6 +172,19 @@ func (a workerStats) add(b workerStats) workerStats {
 
 func (a workerStats) max(b workerStats) workerStats {
 	return workerStats{Accepted: max(a.Accepted, b.Accepted), Served: max(a.Served, b.Served)}
+}
+
+// recycleLimitNames are the limits a worker reaches to be recycled: the
+// values of the recycles metric's limit label.
+var recycleLimitNames = []string{"requests", "age", "memory"}
+
+// recyclesBy is every limit's count, 0 for those never reached.
+func recyclesBy(counts map[string]int64) map[string]int64 {
+	by := make(map[string]int64, len(recycleLimitNames))
+	for _, limit := range recycleLimitNames {
+		by[limit] = counts[limit]
+	}
+	return by
 }
 
 // The reasons a worker process exited, the values of the exits metric's
@@ -214,7 +259,17 @@ func (p *metricsPage) write(w io.Writer) {
 	}
 	m.counter("servery_workers_lost_total", "Serving workers lost: exited, or broke the protocol, while they served.", s.Lost)
 	m.counter("servery_worker_respawns_total", "Lost workers replaced in their slot: replacements that became ready.", s.Respawns)
-	m.counter("servery_worker_recycles_total", "Workers recycled at -max-requests or -max-worker-age: replacements that became ready.", s.Recycles)
+	m.family("servery_worker_recycles_total", "counter", "Workers recycled, by the limit they reached: requests (-max-requests), age (-max-worker-age), memory (-max-worker-memory); replacements that became ready.")
+	by := recyclesBy(s.RecyclesBy)
+	for _, limit := range recycleLimitNames {
+		m.sample("servery_worker_recycles_total", "limit", limit, by[limit])
+	}
+	m.family("servery_worker_hangs_total", "counter", "Workers found hung (no answer to the parent's probe within -worker-timeout) and killed, by slot.")
+	m.samples("servery_worker_hangs_total", "slot", slots, func(i int) int64 { return p.slots[i].Hangs })
+	m.family("servery_requests_in_flight", "gauge", "Requests being answered, by slot, as its workers last said.")
+	m.samples("servery_requests_in_flight", "slot", slots, func(i int) int64 { return p.slots[i].Inflight })
+	m.family("servery_worker_resident_memory_bytes", "gauge", "Resident memory of the slot's workers alive, as they last said (RSS on Linux).")
+	m.samples("servery_worker_resident_memory_bytes", "slot", slots, func(i int) int64 { return p.slots[i].Memory })
 	m.counter("servery_worker_recycle_failures_total", "Recycles whose replacement failed to start: the old worker serves on, and the recycle is tried again after a backoff.", s.RecycleFailures)
 	m.family("servery_reloads_total", "counter", "Reloads, by result: ok (the new generation serves) or failed (rolled back; the old one serves on).")
 	m.sample("servery_reloads_total", "result", "ok", s.ReloadsOK)

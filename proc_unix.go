@@ -41,6 +41,14 @@ func signalGroup(pid int, sig os.Signal) error {
 	return nil
 }
 
+// signalProcess sends sig to the process pid alone.
+func signalProcess(pid int, sig syscall.Signal) error {
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("signal %d: %w", pid, err)
+	}
+	return nil
+}
+
 // listenerFile duplicates the listening socket as a file for ExtraFiles.
 // A file, not a descriptor number, because os/exec maps ExtraFiles[0] to
 // fd 3 in the child whatever number it has here.

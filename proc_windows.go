@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"syscall"
 )
 
 // multiWorker is false: os/exec cannot pass ExtraFiles on Windows, so the
@@ -20,6 +21,9 @@ func newSession(*exec.Cmd) {}
 
 // signalGroup is never reached on Windows, where no worker is started.
 func signalGroup(int, os.Signal) error { return errNoWorkers }
+
+// signalProcess has no worker to signal: Windows runs none.
+func signalProcess(int, syscall.Signal) error { return errNoWorkers }
 
 // listenerFile is never reached on Windows, where no worker is started.
 func listenerFile(net.Listener) (*os.File, error) { return nil, errNoWorkers }

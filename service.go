@@ -158,7 +158,7 @@ type buildFunc func(n int, keys [][]byte, r reports) generation
 // workers.
 type reports struct {
 	lost    func(error)                     // a worker was lost (a *workerError, for worker processes)
-	recycle func(slot, pid int, why string) // the worker pid in slot asks to be recycled
+	recycle func(slot, pid int, limit, why string) // the worker pid in slot reached limit and asks to be recycled
 	counts  *tally                          // gets every worker's counters, for the status listener
 }
 

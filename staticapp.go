@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -35,7 +36,7 @@ func newStaticApp(fs *flag.FlagSet) App {
 	fs.BoolVar(&sf.opts.Listing, "listing", false, "list the files of a directory that has no index.html (off: such a directory is 404)")
 	fs.StringVar(&sf.opts.Fallback, "fallback", "", "for a single-page app: a file in -dir, such as /index.html, served with status 200 for a missing GET or HEAD path whose last segment has no extension (missing assets stay 404)")
 	fs.BoolVar(&sf.opts.Immutable, "immutable-assets", false, "send fingerprinted assets (name.HASH.ext, name-HASH.ext; HASH 8+ letters, digits and underscores, with at least one letter and one digit) with Cache-Control: public, max-age=31536000, immutable, and HTML with Cache-Control: no-cache (off: no Cache-Control)")
-	return App{Check: sf.check, Start: sf.start, Stop: stopStatic}
+	return App{Check: sf.check, Start: sf.start, Stop: stopStatic, Health: staticHealth}
 }
 
 // check validates the static flags in the parent.
@@ -59,6 +60,17 @@ func (sf *staticFlags) start(context.Context, Worker) (http.Handler, error) {
 // stopStatic closes the root that start opened.
 func stopStatic(_ context.Context, h http.Handler) error {
 	return h.(*staticHandler).Close()
+}
+
+// staticHealth is the static site's health check: its root directory
+// still answers a stat. A hung NFS or FUSE mount blocks the stat, and
+// every request with it, so the worker stops answering the parent's probe
+// and is found hung instead of queueing requests for ever.
+func staticHealth(_ context.Context, h http.Handler) error {
+	if _, err := h.(*staticHandler).root.Stat("."); err != nil {
+		return fmt.Errorf("stat -dir: %w", err)
+	}
+	return nil
 }
 
 // checkDir requires a readable directory.

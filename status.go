@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +36,8 @@ type statusSnapshot struct {
 	Lost     int64 // serving workers lost
 	Respawns int64 // lost workers replaced
 	Recycles int64 // workers recycled
+	// RecyclesBy counts them by the limit reached: requests, age, memory.
+	RecyclesBy map[string]int64
 	// RecycleFailures counts recycles whose replacement failed to start;
 	// RecycleFailing is, by slot, how many in a row its serving worker's
 	// recycle has failed so far.
@@ -79,6 +82,7 @@ func (v *Service) snapshot(l *life) statusSnapshot {
 	s.Ending, s.Leaving = l.ending, l.leaving
 	s.Ready = l.serving != nil && !l.ending && !l.leaving
 	s.Started = processStart
+	s.RecyclesBy = maps.Clone(l.stats.RecyclesBy)
 	s.Restarts = make(map[int]int64, len(l.stats.Restarts))
 	for i, n := range l.stats.Restarts {
 		s.Restarts[i] = n
@@ -342,18 +346,19 @@ func (st *statusServer) metrics(w http.ResponseWriter, r *http.Request) {
 
 // statusDoc is /status's JSON.
 type statusDoc struct {
-	Generation    int             `json:"generation"` // the serving one; 0 for none
-	Ready         bool            `json:"ready"`
-	Stopping      bool            `json:"stopping"`
-	PID           int             `json:"pid"` // the parent's
-	Started       time.Time       `json:"started"`
-	UptimeSeconds float64         `json:"uptime_seconds"`
-	Slots         []slotDoc       `json:"slots"`
-	Generations   []generationDoc `json:"generations"`
-	Reloads       reloadsDoc      `json:"reloads"`
-	Lost          int64           `json:"workers_lost"`
-	Respawns      int64           `json:"respawns"`
-	Recycles      int64           `json:"recycles"`
+	Generation    int              `json:"generation"` // the serving one; 0 for none
+	Ready         bool             `json:"ready"`
+	Stopping      bool             `json:"stopping"`
+	PID           int              `json:"pid"` // the parent's
+	Started       time.Time        `json:"started"`
+	UptimeSeconds float64          `json:"uptime_seconds"`
+	Slots         []slotDoc        `json:"slots"`
+	Generations   []generationDoc  `json:"generations"`
+	Reloads       reloadsDoc       `json:"reloads"`
+	Lost          int64            `json:"workers_lost"`
+	Respawns      int64            `json:"respawns"`
+	Recycles      int64            `json:"recycles"`
+	RecyclesBy    map[string]int64 `json:"recycles_by_limit"`
 	// RecycleFailures counts recycles whose replacement failed to start:
 	// the old worker served on each time.
 	RecycleFailures int64            `json:"recycle_failures"`
@@ -372,6 +377,11 @@ type slotDoc struct {
 	// RecycleFailures: how many times in a row the recycle of the slot's
 	// worker has failed; it serves on, and the recycle is tried again.
 	RecycleFailures int `json:"recycle_failures,omitempty"`
+	// What its workers alive now last said: requests in flight and
+	// resident bytes; and how many of its workers were found hung.
+	Inflight int64 `json:"inflight"`
+	Memory   int64 `json:"memory_bytes"`
+	Hangs    int64 `json:"hangs"`
 }
 
 type generationDoc struct {
@@ -403,7 +413,8 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 	doc := statusDoc{Generation: s.Serving, Ready: s.Ready, Stopping: s.Ending || s.Leaving, PID: os.Getpid(),
 		Started: s.Started, UptimeSeconds: p.now.Sub(s.Started).Seconds(), Exits: p.exits,
 		Reloads: reloadsDoc{OK: s.ReloadsOK, Failed: s.ReloadsFailed, Last: s.LastReload},
-		Lost:    s.Lost, Respawns: s.Respawns, Recycles: s.Recycles, RecycleFailures: s.RecycleFailures}
+		Lost:    s.Lost, Respawns: s.Respawns, Recycles: s.Recycles, RecycleFailures: s.RecycleFailures,
+		RecyclesBy: recyclesBy(s.RecyclesBy)}
 	for _, g := range s.gens {
 		gd := generationDoc{Number: g.gen.number(), Role: g.role, PIDs: []workerDoc{}}
 		for _, v := range g.gen.workers(g.role == "serving") {
@@ -429,7 +440,8 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 func (p *metricsPage) slotDoc(i int) slotDoc {
 	c := p.slots[i]
 	d := slotDoc{Index: i, State: "down", Requests: c.Served, Connections: c.Accepted,
-		Restarts: p.snap.Restarts[i], LastExit: c.LastExit, RecycleFailures: p.snap.RecycleFailing[i]}
+		Restarts: p.snap.Restarts[i], LastExit: c.LastExit, RecycleFailures: p.snap.RecycleFailing[i],
+		Inflight: c.Inflight, Memory: c.Memory, Hangs: c.Hangs}
 	for _, v := range p.servingWorkers() {
 		if v.Slot != i || v.State == stateStopping {
 			continue
@@ -539,8 +551,10 @@ func (s *Supervisor) askStats(deadline time.Time) {
 	var waits []<-chan struct{}
 	var asked []*workerProc
 	s.keyMu.Lock()
+	now := time.Now().UnixNano()
 	for _, p := range procs {
 		replied := p.nextReply()
+		p.askedAt.CompareAndSwap(0, now) // a question it cannot even take is unanswered too
 		p.stdin.SetWriteDeadline(deadline)
 		if p.out.send(message{Type: msgStats}) == nil {
 			waits, asked = append(waits, replied), append(asked, p)
@@ -574,6 +588,7 @@ func (p *workerProc) nextReply() <-chan struct{} {
 
 // statsReplied records a stats answer: it wakes whoever waits for one.
 func (p *workerProc) statsReplied() {
+	p.askedAt.Store(0)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.replied != nil {

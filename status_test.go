@@ -371,8 +371,8 @@ func TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload(t *testing.T) {
 		w.scrape()
 	}
 	m = w.waitRequests(float64(made))
-	if m[`servery_worker_recycles_total`] < 1 {
-		t.Errorf("servery_worker_recycles_total = %v after a recycle", m[`servery_worker_recycles_total`])
+	if m[`servery_worker_recycles_total{limit="requests"}`] < 1 {
+		t.Errorf("servery_worker_recycles_total{limit=\"requests\"} = %v after a recycle at -max-requests", m[`servery_worker_recycles_total{limit="requests"}`])
 	}
 
 	// Reload: the whole generation exits, and its counts stay.

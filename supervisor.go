@@ -36,6 +36,11 @@ type supervisorConfig struct {
 	// MaxAge of serving (recycleLimits draws its own); 0: never.
 	MaxRequests int64
 	MaxAge      time.Duration
+	// A worker that does not answer a probe within WorkerTimeout is hung
+	// (watch.go); one whose resident memory exceeds MaxMemory asks to be
+	// recycled. 0: never.
+	WorkerTimeout time.Duration
+	MaxMemory     int64
 }
 
 // procSeam is how the supervisor starts and signals processes. Tests swap
@@ -72,7 +77,7 @@ type Supervisor struct {
 	// onRecycle is called when the worker pid in slot asks to be
 	// recycled, with its reason, once the generation serves; by default
 	// nothing is done.
-	onRecycle func(slot, pid int, why string)
+	onRecycle func(slot, pid int, limit, why string)
 	// readTLS, when set, reads the TLS identity again before Start spawns
 	// anything: a reload serves a renewed certificate. nil: cfg's.
 	readTLS func() (*tlsIdentity, error)
@@ -149,7 +154,7 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 	s.seam.command = s.selfCommand
 	s.joins, s.cancelJoins = context.WithCancel(context.Background())
 	s.onLost = func(err error) { s.stopWith(fmt.Errorf("generation lost %w", err), cfg.DrainTimeout) }
-	s.onRecycle = func(int, int, string) {}
+	s.onRecycle = func(int, int, string, string) {}
 	return s
 }
 
@@ -312,7 +317,10 @@ func (s *Supervisor) serve(seq uint64, keys [][]byte) error {
 		go s.sendTicketKeys(seq, keys)
 	}
 	for _, p := range early {
-		go s.onRecycle(p.index, p.pid, p.recycleWhy)
+		go s.onRecycle(p.index, p.pid, p.recycleLimit, p.recycleWhy)
+	}
+	if s.cfg.WorkerTimeout > 0 {
+		go s.probe()
 	}
 	return nil
 }
@@ -320,13 +328,13 @@ func (s *Supervisor) serve(seq uint64, keys [][]byte) error {
 // recycleAsked takes a worker's first request to be recycled: passed on
 // once the generation serves, held until then, dropped once the worker
 // left its slot or the stop began.
-func (s *Supervisor) recycleAsked(p *workerProc, why string) {
+func (s *Supervisor) recycleAsked(p *workerProc, limit, why string) {
 	s.mu.Lock()
 	if s.stopping || p.gone || p.asked {
 		s.mu.Unlock()
 		return
 	}
-	p.asked, p.recycleWhy = true, why
+	p.asked, p.recycleLimit, p.recycleWhy = true, limit, why
 	served := s.served
 	if !served {
 		s.early = append(s.early, p)
@@ -334,7 +342,7 @@ func (s *Supervisor) recycleAsked(p *workerProc, why string) {
 	s.mu.Unlock()
 	s.log.Info("worker asks to be recycled", "worker", p.index, "pid", p.pid, "reason", why)
 	if served {
-		s.onRecycle(p.index, p.pid, why)
+		s.onRecycle(p.index, p.pid, limit, why)
 	}
 }
 
@@ -438,6 +446,9 @@ func (s *Supervisor) workerEnviron(base []string, index int) []string {
 	if os.Getenv("GOMAXPROCS") == "" {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(workerProcs(runtime.GOMAXPROCS(0), s.cfg.Workers)))
 	}
+	if limit, ok := memoryLimit(s.cfg.MaxMemory); ok {
+		env = append(env, limit)
+	}
 	return env
 }
 
@@ -540,7 +551,7 @@ func (s *Supervisor) observe(ev event) {
 	}
 	if ev.err == nil && ev.msg.Type == msgRecycle && !p.asked {
 		s.mu.Unlock()
-		s.recycleAsked(p, ev.msg.Reason)
+		s.recycleAsked(p, ev.msg.Limit, ev.msg.Reason)
 		return
 	}
 	reason := "sent " + ev.msg.Type + " after ready"
@@ -721,9 +732,15 @@ type workerProc struct {
 	readerDone chan struct{} // closed once its output is read to the end
 	ended      bool          // its exit event was taken: by the barrier, then by its watch
 	// Under the Supervisor's mu:
-	gone       bool   // it left its slot: lost, replaced, or a replacement that failed
-	asked      bool   // it asked to be recycled
-	recycleWhy string // why it asked
+	gone         bool   // it left its slot: lost, replaced, or a replacement that failed
+	asked        bool   // it asked to be recycled
+	recycleWhy   string // why it asked
+	recycleLimit string // which limit it reached
+	hung         bool   // it did not answer a probe in time, and is being ended (watch.go)
+
+	// askedAt is when the oldest stats question it has not answered was
+	// asked, in Unix nanoseconds; 0: none pending.
+	askedAt atomic.Int64
 
 	readyAt atomic.Int64 // when it reported ready, in Unix nanoseconds; 0 until then
 

@@ -311,8 +311,8 @@ func runWorker(wio workerIO, app App) int {
 	if err := out.send(message{Type: msgReady}); err != nil {
 		log.Warn("report ready", "err", err)
 	}
-	drained := drainSignal(msgs, rt.srv, out, log)
-	if rt.cfg.RecycleRequests > 0 || rt.cfg.RecycleAge > 0 {
+	drained := drainSignal(msgs, rt, out, log)
+	if rt.cfg.RecycleRequests > 0 || rt.cfg.RecycleAge > 0 || rt.cfg.RecycleMemory > 0 {
 		go askToRecycle(rt, out, drained)
 	}
 	return serveUntilDrain(rt, out, drained, served, wio.term)
@@ -330,17 +330,20 @@ func askToRecycle(rt *workerRuntime, out *lineWriter, drained <-chan struct{}) {
 		defer t.Stop()
 		aged = t.C
 	}
-	var why string
+	bloated := memoryOver(rt.cfg.RecycleMemory, drained)
+	var limit, why string
 	select {
 	case <-rt.srv.limitReached:
-		why = fmt.Sprintf("served %d requests (its -max-requests, with jitter)", rt.cfg.RecycleRequests)
+		limit, why = "requests", fmt.Sprintf("served %d requests (its -max-requests, with jitter)", rt.cfg.RecycleRequests)
 	case <-aged:
-		why = fmt.Sprintf("served for %v (its -max-worker-age, with jitter)", rt.cfg.RecycleAge)
+		limit, why = "age", fmt.Sprintf("served for %v (its -max-worker-age, with jitter)", rt.cfg.RecycleAge)
+	case rss := <-bloated:
+		limit, why = "memory", fmt.Sprintf("resident memory %d MiB, over its -max-worker-memory %d MiB", rss>>20, rt.cfg.RecycleMemory>>20)
 	case <-drained:
 		return
 	}
 	rt.log.Info("worker at its limit, asking to be recycled", "reason", why)
-	if err := out.send(message{Type: msgRecycle, Reason: why}); err != nil {
+	if err := out.send(message{Type: msgRecycle, Limit: limit, Reason: why}); err != nil {
 		rt.log.Warn("ask to be recycled", "err", err)
 	}
 }
@@ -354,6 +357,8 @@ type workerRuntime struct {
 	srv *server
 	ln  net.Listener
 	log *slog.Logger
+	// checking: an App health check runs (answerStats, watch.go).
+	checking atomic.Bool
 }
 
 // errNoConfig is prepare's error when the parent closed the pipe before
@@ -526,18 +531,15 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}
 // The counters travel only when the parent asks, at a scrape of its
 // status listener: a request costs the hot path nothing more than the
 // atomic adds it already makes, and an idle service writes nothing.
-func drainSignal(msgs <-chan message, srv *server, out *lineWriter, log *slog.Logger) <-chan struct{} {
+func drainSignal(msgs <-chan message, rt *workerRuntime, out *lineWriter, log *slog.Logger) <-chan struct{} {
 	eof := make(chan struct{})
 	go func() {
 		for m := range msgs {
 			switch {
 			case m.Type == msgStats:
-				st := srv.stats()
-				if err := out.send(message{Type: msgStats, Stats: &st}); err != nil {
-					log.Warn("report counters", "err", err)
-				}
-			case m.Type == msgTicketKeys && srv.tls != nil:
-				if err := setTicketKeys(srv.tls, m.Keys); err != nil {
+				rt.answerStats(out)
+			case m.Type == msgTicketKeys && rt.srv.tls != nil:
+				if err := setTicketKeys(rt.srv.tls, m.Keys); err != nil {
 					log.Warn("ticket keys", "err", err)
 					continue
 				}

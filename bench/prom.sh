@@ -92,7 +92,7 @@ for query in \
 	"max_over_time(sum(rate(servery_requests_total[3s]))[$win:1s])" \
 	"sum(servery_requests_total)" \
 	"servery_worker_respawns_total" \
-	"servery_worker_recycles_total" \
+	"sum(servery_worker_recycles_total)" \
 	"servery_reloads_total{result=\"ok\"}" \
 	"sum(servery_worker_exits_total)" \
 	"servery_generation"; do

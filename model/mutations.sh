@@ -887,6 +887,34 @@ m_outq-progress() {
 	edit drain.go '				if n := unsent(c.conn); n > 0 && n != c.unsentSeen {' '				if n := unsent(c.conn); n > 0 {'
 }
 
+mutant hang "a worker that does not answer the parent's probe within -worker-timeout is killed, its stacks logged, and respawned" \
+	"no worker is ever found hung" \
+	"TestWorkerWhoseHealthCheckHangsIsKilledWithItsStacksAndRespawned TestStoppedWorkerIsFoundHungAndRespawned"
+m_hang() {
+	edit watch.go '			if asked := p.askedAt.Load(); asked != 0 && now.Sub(time.Unix(0, asked)) > timeout {' '			if asked := p.askedAt.Load(); false && asked != 0 && now.Sub(time.Unix(0, asked)) > timeout {'
+}
+
+mutant hang-health "a worker answers the probe only once its App's health check passed" \
+	"the answer does not wait for the health check" \
+	"TestWorkerWhoseHealthCheckHangsIsKilledWithItsStacksAndRespawned"
+m_hang-health() {
+	edit watch.go '	if rt.app.Health == nil {' '	if true {'
+}
+
+mutant hang-answered "an answered probe is no hang: healthy workers under load are never killed" \
+	"an answer does not clear the pending question" \
+	"TestHealthyWorkersUnderLoadAreNeverFoundHung"
+m_hang-answered() {
+	edit status.go '	p.askedAt.Store(0)' ''
+}
+
+mutant memory "a worker over -max-worker-memory is recycled" \
+	"memory is never read" \
+	"TestWorkerOverItsMemoryIsRecycled"
+m_memory() {
+	edit watch.go '			if rss := residentBytes(); rss > limit {' '			if rss := residentBytes(); false && rss > limit {'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails

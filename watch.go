@@ -1,0 +1,187 @@
+package main
+
+// watch.go keeps an eye on workers that have not exited but gone bad: one
+// that stops making progress (a deadlocked handler, a hung NFS or FUSE
+// mount under -dir, a process stopped or stuck in the kernel) and one
+// whose memory grows. The parent probes every serving worker over its
+// pipe (-worker-timeout) and kills a hung one, with its goroutines'
+// stacks in the log first, so it is respawned as a lost worker is. A
+// worker watches its own memory (-max-worker-memory) and asks to be
+// recycled as at its other limits. The Supervisor's probe and the
+// worker's answer are both here, as methods of their types.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+// defaultWorkerTimeout is -worker-timeout's default. A healthy Go worker
+// answers a probe within milliseconds: the answer needs only the runtime
+// to schedule one goroutine, which it preempts others for, even with
+// every core busy and during a garbage collection (its pauses are well
+// under a millisecond), plus the App's health check. gunicorn's 30 s has
+// not been a source of false kills in a decade of use; uvicorn's 5 s was
+// (a CPU-heavy start, a GIL held: PRs 2397, 2500 and 2711 added a flag to
+// raise it), though a Python process cannot answer while its GIL is held
+// and a Go process can. 30 s, measured from the oldest unanswered probe,
+// so a swapping host or a paused VM does not kill a worker that merely
+// ran late, and probing starts only once a worker is ready: a slow start
+// is the startup timeout's business, never a hang.
+const defaultWorkerTimeout = 30 * time.Second
+
+// hungGrace is how long a hung worker gets after SIGQUIT, which makes the
+// Go runtime write every goroutine's stack to stderr and exit, before it
+// is killed. A stack dump of a few thousand goroutines takes well under
+// this.
+const hungGrace = 2 * time.Second
+
+// probe asks every ready worker of the generation, every quarter of the
+// worker timeout, for its counters, and declares one hung whose oldest
+// unanswered question is older than the timeout. It runs from serve until
+// the generation's stop begins; scrapes ask too, and any answer counts.
+func (s *Supervisor) probe() {
+	timeout := s.cfg.WorkerTimeout
+	tick := time.NewTicker(timeout / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-s.done:
+			return
+		}
+		s.mu.Lock()
+		stopping := s.stopping
+		var ready []*workerProc
+		for _, p := range s.all {
+			if p.readyAt.Load() != 0 && !p.gone && !p.hung {
+				ready = append(ready, p)
+			}
+		}
+		s.mu.Unlock()
+		if stopping {
+			return
+		}
+		now := time.Now()
+		for _, p := range ready {
+			if asked := p.askedAt.Load(); asked != 0 && now.Sub(time.Unix(0, asked)) > timeout {
+				s.hang(p, now.Sub(time.Unix(0, asked)))
+			}
+		}
+		s.askStats(now.Add(timeout / 4))
+	}
+}
+
+// hang ends a hung worker: one line that says so, with what it last
+// reported, then SIGQUIT, so the Go runtime writes every goroutine's
+// stack to the log (the one thing that shows where a deadlock is), then
+// SIGKILL after hungGrace. Its exit is then a lost worker's, which the
+// owner of the generation respawns with the slot's backoff, against the
+// budget.
+func (s *Supervisor) hang(p *workerProc, silent time.Duration) {
+	s.mu.Lock()
+	if p.hung || p.gone || s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	p.hung = true
+	s.mu.Unlock()
+	last := s.counts.last(p)
+	s.log.Error("worker hung", "worker", p.index, "pid", p.pid, "silent_for", silent.Round(time.Millisecond),
+		"timeout", s.cfg.WorkerTimeout, "inflight", last.Inflight, "memory", last.Memory)
+	s.counts.hung(p)
+	// The worker alone: its descendants go with the kill, from the group.
+	if err := signalProcess(p.pid, syscall.SIGQUIT); err != nil {
+		s.log.Warn("signal failed", "worker", p.index, "pid", p.pid, "signal", syscall.SIGQUIT, "err", err)
+	}
+	go func() {
+		t := time.NewTimer(hungGrace)
+		defer t.Stop()
+		select {
+		case <-p.exited:
+		case <-s.done:
+		case <-t.C:
+			s.seam.signal(p, syscall.SIGKILL)
+		}
+	}()
+}
+
+// answerStats answers the parent's stats question: the worker's
+// counters and what it is doing now. The answer comes from a goroutine
+// the runtime must schedule, and, when the App has a health check, only
+// once the check has passed within the health timeout: a worker whose
+// App cannot serve does not answer, and the parent's probe finds it hung.
+// One check runs at a time; a question asked meanwhile gets no answer of
+// its own, and one stuck for good (a stat on a hung mount) keeps the
+// worker silent, holding one goroutine.
+func (rt *workerRuntime) answerStats(out *lineWriter) {
+	if rt.app.Health == nil {
+		rt.sendStats(out)
+		return
+	}
+	if !rt.checking.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer rt.checking.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.HealthTimeout)
+		defer cancel()
+		if err := rt.app.Health(ctx, rt.h); err != nil {
+			rt.log.Warn("health check failed", "err", err)
+			return
+		}
+		if ctx.Err() == nil {
+			rt.sendStats(out)
+		}
+	}()
+}
+
+// sendStats sends the counters and what the worker does now.
+func (rt *workerRuntime) sendStats(out *lineWriter) {
+	st := rt.srv.stats()
+	st.Inflight, st.Memory = rt.srv.inflight.Load(), residentBytes()
+	if err := out.send(message{Type: msgStats, Stats: &st}); err != nil {
+		rt.log.Warn("report counters", "err", err)
+	}
+}
+
+// memoryLimit returns, for a worker whose memory is bounded, a Go soft
+// memory limit a tenth below the bound, so the collector works harder
+// before a recycle is needed, unless the environment already sets one.
+func memoryLimit(maxMemory int64) (string, bool) {
+	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return "", false
+	}
+	return fmt.Sprintf("GOMEMLIMIT=%dB", maxMemory-maxMemory/10), true
+}
+
+// memoryCheck is how often a worker with -max-worker-memory reads its
+// resident memory: one small file read a second.
+const memoryCheck = time.Second
+
+// memoryOver sends the worker's resident memory once it exceeds limit,
+// looking every memoryCheck until done closes; nil for no limit.
+func memoryOver(limit int64, done <-chan struct{}) <-chan int64 {
+	if limit <= 0 {
+		return nil
+	}
+	over := make(chan int64, 1)
+	go func() {
+		t := time.NewTicker(memoryCheck)
+		defer t.Stop()
+		for {
+			if rss := residentBytes(); rss > limit {
+				over <- rss
+				return
+			}
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+		}
+	}()
+	return over
+}
