@@ -240,11 +240,11 @@ func (v *Service) begin(l *life, ctx context.Context, replies []chan error) {
 	}
 	var gen generation
 	gen = v.build(l.numbered, keys, reports{
-		lost:    func(err error) { v.send(evLost{gen, err}) },
+		lost: func(err error) { v.send(evLost{gen, err}) },
 		recycle: func(slot, pid int, limit, why string) {
 			v.send(evRecycle{gen: gen, slot: slot, pid: pid, limit: limit, why: why})
 		},
-		counts:  v.counts,
+		counts: v.counts,
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	l.starting = &startingGen{gen: gen, cancel: cancel, replies: replies}

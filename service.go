@@ -157,9 +157,9 @@ type buildFunc func(n int, keys [][]byte, r reports) generation
 // reports is how a ready generation tells the lifecycle loop about its
 // workers.
 type reports struct {
-	lost    func(error)                     // a worker was lost (a *workerError, for worker processes)
+	lost    func(error)                            // a worker was lost (a *workerError, for worker processes)
 	recycle func(slot, pid int, limit, why string) // the worker pid in slot reached limit and asks to be recycled
-	counts  *tally                          // gets every worker's counters, for the status listener
+	counts  *tally                                 // gets every worker's counters, for the status listener
 }
 
 // workerGenerations returns what builds each generation of worker

@@ -100,5 +100,3 @@ func TestWorkerOverItsMemoryIsRecycled(t *testing.T) {
 	}
 	getN(t, s.addr, 4)
 }
-
-
