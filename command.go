@@ -249,6 +249,9 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
 	svc.serving = func(n int) { fe.generation.Store(int64(n)); fe.served.Store(true) }
+	if period := watchdogPeriod(); period > 0 {
+		go svc.watchdog(period)
+	}
 	fe.generation.Store(1)
 	go fe.reloads.run(svc.requestReload, svc.done)
 	if fe.statusLn != nil {

@@ -90,11 +90,12 @@ type (
 		gen generation
 		err error
 	}
-	evStop   struct{}                       // stop requested
-	evHurry  struct{}                       // second signal: skip the rest of every drain
-	evRotate struct{ done chan struct{} }   // rotate the ticket keys; done, if any, closed after
-	evState  struct{ reply chan lifeState } // what run's state is, for tests and logs
-	evLeave  struct{}                       // a stop with a shutdown delay was asked for: not ready, serve on
+	evStop     struct{}                       // stop requested
+	evHurry    struct{}                       // second signal: skip the rest of every drain
+	evRotate   struct{ done chan struct{} }   // rotate the ticket keys; done, if any, closed after
+	evState    struct{ reply chan lifeState } // what run's state is, for tests and logs
+	evLeave    struct{}                       // a stop with a shutdown delay was asked for: not ready, serve on
+	evWatchdog struct{}                       // tell the service manager the loop still runs (WATCHDOG=1)
 )
 
 // lifeState is a snapshot of run's state: generation numbers, 0 for
@@ -163,6 +164,8 @@ func (v *Service) run() {
 			ev.reply <- l.state()
 		case evStatus:
 			ev.reply <- v.snapshot(l)
+		case evWatchdog:
+			v.notify("WATCHDOG=1")
 		case evLeave:
 			v.onLeave(l)
 		case evRespawn:

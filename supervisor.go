@@ -460,12 +460,13 @@ func workerProcs(procs, workers int) int {
 }
 
 // parentOnlyEnv reports variables a worker must not inherit: worker mode
-// (set afresh), systemd's socket activation variables (they describe the
-// parent's pid) and NOTIFY_SOCKET (only the main process may notify).
+// (set afresh), systemd's socket activation and watchdog variables (they
+// describe the parent's pid) and NOTIFY_SOCKET (only the main process may
+// notify).
 func parentOnlyEnv(kv string) bool {
 	name, _, _ := strings.Cut(kv, "=")
 	switch name {
-	case workerEnv, workerNameEnv, "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET":
+	case workerEnv, workerNameEnv, "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID":
 		return true
 	}
 	return false

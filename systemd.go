@@ -86,6 +86,39 @@ func (n *notifier) notify(states ...string) {
 	}
 }
 
+// watchdogPeriod returns how often to tell systemd the service is alive
+// (WATCHDOG=1): half the WatchdogSec= it set in WATCHDOG_USEC, as
+// sd_watchdog_enabled advises, if it is meant for this process
+// (WATCHDOG_PID, when set, is its pid); 0 without a watchdog.
+func watchdogPeriod() time.Duration {
+	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
+	if err != nil || usec <= 0 {
+		return 0
+	}
+	if pid := os.Getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
+		return 0
+	}
+	return time.Duration(usec) * time.Microsecond / 2
+}
+
+// watchdog asks the lifecycle loop to send WATCHDOG=1 every period until
+// the service has ended. The loop sends it, between its decisions, so a
+// loop that no longer takes events stops the pings, and the service
+// manager restarts the service (WatchdogSec=): the supervisor itself is
+// watched, as the parent watches its workers.
+func (v *Service) watchdog(period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			v.send(evWatchdog{})
+		case <-v.done:
+			return
+		}
+	}
+}
+
 // notifyTimeout bounds one notification: the lifecycle loop sends it,
 // and a service manager that does not read its socket must not stall
 // every decision behind it. A notification that does not fit in time is

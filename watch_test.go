@@ -8,8 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -53,16 +57,46 @@ func TestStoppedWorkerIsFoundHungAndRespawned(t *testing.T) {
 	skipWithoutWorkers(t)
 	site := t.TempDir()
 	writeFile(t, site, "index.html", "hello")
-	s := startServery(t, "-dir", site, "-workers", "2", "-worker-timeout", "1s")
+	s, addr := startWithStatus(t, "-dir", site, "-workers", "2", "-worker-timeout", "1s")
+	l := startLoad(t, s.addr, "/", 16)
+	time.Sleep(200 * time.Millisecond)
 	pid := s.workerPIDs()[0]
 	pause(pid) // stuck in the kernel, as far as anyone can tell
-	waitLog(t, s, fmt.Sprintf(`msg="worker hung" generation=1 worker=0 pid=%d`, pid))
+	stopped := time.Now()
+	m := waitLogMatch(t, s, fmt.Sprintf(`msg="worker hung" generation=1 worker=0 pid=%d silent_for=(\S+)`, pid))
+	// Found within the timeout plus one probe interval (a quarter of it),
+	// and a probe the worker had not answered yet.
+	if silent, _ := time.ParseDuration(m[1]); silent > time.Second+time.Second/4+200*time.Millisecond || time.Since(stopped) > 3*time.Second {
+		t.Errorf("the stopped worker was found hung after %v, silent for %s; want within the timeout (1s) and a probe interval", time.Since(stopped).Round(time.Millisecond), m[1])
+	}
 	// A stopped process takes no SIGQUIT: the kill after the grace ends it.
-	waitLog(t, s, fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d`, pid))
+	r := waitLogMatch(t, s, fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d new_pid=(\d+)`, pid))
 	if !waitGone(pid, 5*time.Second) {
 		t.Errorf("the hung worker, pid %d, still runs", pid)
 	}
-	getN(t, s.addr, 4)
+	time.Sleep(200 * time.Millisecond)
+	l.stopLoad()
+	if n := l.refused.Load(); n != 0 || l.ok.Load() == 0 {
+		t.Errorf("under keep-alive load: %d answered, %d refused; want none refused", l.ok.Load(), n)
+	}
+	doc := readStatus(t, addr)
+	if newPID, _ := strconv.Atoi(r[1]); len(doc.Slots) != 2 || doc.Slots[0].PID != newPID || doc.Slots[0].State != "serving" {
+		t.Errorf("/status slots %+v; want slot 0 served by the new pid %s", doc.Slots, r[1])
+	}
+}
+
+// waitLogMatch waits until the logs match re and returns the submatches.
+func waitLogMatch(t *testing.T, s *servery, re string) []string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if m := rx.FindStringSubmatch(s.logs()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log never matched %s:\n%s", re, s.logs())
+		}
+	}
 }
 
 func TestHealthyWorkersUnderLoadAreNeverFoundHung(t *testing.T) {
@@ -99,4 +133,114 @@ func TestWorkerOverItsMemoryIsRecycled(t *testing.T) {
 		t.Errorf("worker environment lacks GOMEMLIMIT=943719B: %q", env)
 	}
 	getN(t, s.addr, 4)
+}
+
+func TestWatchdogPingsWhileTheLoopRunsAndStopsWhenItIsWedged(t *testing.T) {
+	h := newServiceHarness(t, 2, nil)
+	var pings atomic.Int64
+	h.svc.notify = func(states ...string) {
+		if slices.Contains(states, "WATCHDOG=1") {
+			pings.Add(1)
+		}
+	}
+	h.start()
+	go h.svc.watchdog(20 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	if n := pings.Load(); n < 5 {
+		t.Fatalf("%d WATCHDOG=1 in 300 ms at a 20 ms period; want about 15", n)
+	}
+	// The loop takes an event and blocks on its answer: wedged.
+	hold := make(chan lifeState)
+	h.svc.inbox <- evState{reply: hold}
+	time.Sleep(50 * time.Millisecond) // a ping under way when it wedged
+	wedged := pings.Load()
+	time.Sleep(300 * time.Millisecond)
+	if n := pings.Load(); n != wedged {
+		t.Errorf("%d WATCHDOG=1 while the loop was wedged; want none", n-wedged)
+	}
+	<-hold
+	time.Sleep(100 * time.Millisecond)
+	if pings.Load() == wedged {
+		t.Error("no WATCHDOG=1 once the loop ran again")
+	}
+}
+
+func TestWatchdogPeriodIsHalfOfWatchdogSec(t *testing.T) {
+	for _, tc := range []struct {
+		usec, pid string
+		want      time.Duration
+	}{
+		{"20000000", "", 10 * time.Second},
+		{"20000000", strconv.Itoa(os.Getpid()), 10 * time.Second},
+		{"20000000", "1", 0}, // meant for another process
+		{"", "", 0},
+		{"nonsense", "", 0},
+	} {
+		t.Setenv("WATCHDOG_USEC", tc.usec)
+		t.Setenv("WATCHDOG_PID", tc.pid)
+		if got := watchdogPeriod(); got != tc.want {
+			t.Errorf("WATCHDOG_USEC=%q WATCHDOG_PID=%q: period %v; want %v", tc.usec, tc.pid, got, tc.want)
+		}
+	}
+}
+
+func TestHandlerSlowerThanTheWorkerTimeoutIsNeverKilled(t *testing.T) {
+	skipWithoutWorkers(t)
+	// A request that takes five worker timeouts, while its worker answers
+	// every probe.
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "400ms", "-slow", "2s")
+	code, _, err := get(s.addr, "/slow")
+	if err != nil || code != 200 {
+		t.Fatalf("GET /slow = %d, %v; want 200", code, err)
+	}
+	if strings.Contains(s.logs(), "worker hung") {
+		t.Errorf("a worker busy with a slow request was found hung:\n%s", s.logs())
+	}
+}
+
+func TestWorkerGrownByItsCacheIsRecycledUnderLoad(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	const files, size = 160, 256 << 10 // 40 MiB, every file small enough to cache
+	for i := range files {
+		writeFile(t, site, fmt.Sprintf("f%03d.bin", i), strings.Repeat(string(rune('a'+i%26)), size))
+	}
+	// A worker's size at rest (the race detector's runtime weighs more),
+	// then a bound 24 MiB above it, which the cache crosses.
+	probe, probeAddr := startWithStatus(t, "-dir", site, "-workers", "2")
+	rest := readStatus(t, probeAddr).Slots[0].Memory
+	probe.signal(syscall.SIGTERM)
+	probe.wait(10 * time.Second)
+	if rest <= 0 {
+		t.Fatalf("a worker at rest reports %d resident bytes", rest)
+	}
+	bound := rest + 24<<20
+	s, addr := startWithStatus(t, "-dir", site, "-workers", "2", "-cache-bytes", "256MiB", "-max-worker-memory", strconv.FormatInt(bound, 10))
+	var ok, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			for i := c; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code, body, err := get(s.addr, fmt.Sprintf("/f%03d.bin", i%files))
+				if err != nil || code != 200 || len(body) != size {
+					failed.Add(1)
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	waitLog(t, s, `msg="worker recycled" generation=1`)
+	close(stop)
+	wg.Wait()
+	if n := scrape(t, addr)[`servery_worker_recycles_total{limit="memory"}`]; n < 1 || failed.Load() != 0 {
+		t.Errorf("%v recycles at the memory bound (%d bytes, %d at rest); %d requests answered, %d failed; want a recycle and none failed",
+			n, bound, rest, ok.Load(), failed.Load())
+	}
 }

@@ -915,6 +915,13 @@ m_memory() {
 	edit watch.go '			if rss := residentBytes(); rss > limit {' '			if rss := residentBytes(); false && rss > limit {'
 }
 
+mutant watchdog "WATCHDOG=1 comes from the lifecycle loop, so a wedged loop stops it" \
+	"the watchdog pings from its own goroutine" \
+	"TestWatchdogPingsWhileTheLoopRunsAndStopsWhenItIsWedged"
+m_watchdog() {
+	edit systemd.go '			v.send(evWatchdog{})' '			v.notify("WATCHDOG=1")'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
