@@ -49,13 +49,17 @@ func Main(app App) int {
 // run is the parent's main: it returns the exit status. appFlags holds the
 // App's flags.
 func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app App) int {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	sink := newLogSink(stderr)
+	log := sink.logger()
 	fe := newFrontEnd(log)
 	// First, so that no SIGHUP from now on ends the process.
 	fe.reloads = watchHangups(fe)
 	cfg, err := parseConfig(args, stdout, appFlags, app.Check)
 	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errVersionShown) {
 		return exitOK
+	}
+	if err == nil {
+		err = sink.setFormat(cfg.LogFormat) // checked with the flags
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", programName(), err)

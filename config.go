@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ type config struct {
 	// stop first serves on while it says not ready.
 	StatusAddr    string
 	ShutdownDelay time.Duration
+	LogFormat     string // text or json, for the parent and every worker (logging.go)
 }
 
 // usageError is a configuration problem, named by its flag.
@@ -165,6 +167,7 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.IntVar(&cfg.MaxRestarts, "max-restarts", defaultHeal.MaxRestarts, "a lost worker is replaced in its slot; past this many losses within -restart-window servery gives up (exit 1). 0: the first loss ends the service. Not in direct mode (-workers 1), which has no worker to replace: its service manager restarts it")
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultHeal.Window, "the window -max-restarts counts losses in")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "recycle a worker after it answered this many requests, plus up to 10% jitter drawn per worker: its replacement starts first (-workers 2 or more); 0: never")
+	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log lines as text (key=value) or json (one object a line, the same keys), from the parent and every worker")
 	fs.DurationVar(&cfg.WorkerTimeout, "worker-timeout", defaultWorkerTimeout, "a worker that does not answer the parent's probe (its runtime scheduling the answer, and the app's health check passing) within this is hung: its goroutines' stacks go to the log (SIGQUIT), it is killed and respawned (-workers 2 or more); 0: never")
 	fs.Var((*byteSize)(&cfg.MaxWorkerMemory), "max-worker-memory", "recycle a worker whose resident memory exceeds this `size` (its replacement starts first), and give each worker a Go memory limit a tenth below it unless GOMEMLIMIT is set (-workers 2 or more); 0: never")
 	fs.DurationVar(&cfg.MaxWorkerAge, "max-worker-age", 0, "recycle a worker after it served this long, plus up to 10% jitter drawn per worker (-workers 2 or more); 0: never")
@@ -195,6 +198,7 @@ func (cfg *config) validate() error {
 	rt := &cfg.Runtime
 	checks := []func() error{
 		cfg.checkWorkers,
+		cfg.checkLogFormat,
 		func() error { return checkAddr(cfg.Addr) },
 		cfg.checkDurations,
 		func() error {
@@ -228,6 +232,14 @@ func (cfg *config) validate() error {
 // faster, and past it its limits on processes and open files (ulimit -u,
 // -n, a container's pids.max) are what a start meets.
 const maxWorkers = 1024
+
+// checkLogFormat requires one of logFormats.
+func (cfg *config) checkLogFormat() error {
+	if !slices.Contains(logFormats, cfg.LogFormat) {
+		return bad("log-format", "%q: want text or json", cfg.LogFormat)
+	}
+	return nil
+}
 
 func (cfg *config) checkWorkers() error {
 	switch {

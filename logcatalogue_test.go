@@ -79,14 +79,14 @@ func messageOf(e ast.Expr) (string, bool) {
 
 // catalogue returns the messages DESIGN.md's Logs section names: each
 // phrase in backticks in its list, whole, or as a prefix where it ends in
-// "...", less the field names (with =, or one word with _).
+// "...", less the field names (with =, or one word with _) and flags.
 func catalogue(t *testing.T) []string {
 	t.Helper()
 	_, text, _ := strings.Cut(string(readDoc(t, "DESIGN.md")), "\n## Logs\n")
 	text, _, _ = strings.Cut(text, "\n## ")
 	var names []string
 	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(strings.Join(strings.Fields(text), " "), -1) {
-		if name := m[1]; !strings.Contains(name, "=") && (strings.Contains(name, " ") || !strings.Contains(name, "_")) {
+		if name := m[1]; !strings.Contains(name, "=") && !strings.HasPrefix(name, "-") && (strings.Contains(name, " ") || !strings.Contains(name, "_")) {
 			names = append(names, name)
 		}
 	}

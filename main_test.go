@@ -48,6 +48,7 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 		"too many workers":            {[]string{"-dir", dir, "-workers", "100000"}, "-workers: at most 1024, got 100000"},
 		"hang watch in direct mode":   {[]string{"-dir", dir, "-worker-timeout", "5s"}, "-worker-timeout: direct mode (-workers 1)"},
 		"memory bound in direct mode": {[]string{"-dir", dir, "-max-worker-memory", "1GiB"}, "-max-worker-memory: direct mode (-workers 1)"},
+		"log format":                  {[]string{"-dir", dir, "-log-format", "xml"}, `-log-format: "xml": want text or json`},
 		"negative worker timeout":     {[]string{"-dir", dir, "-workers", "2", "-worker-timeout", "-1s"}, "-worker-timeout: must not be negative"},
 		"memory bound nonsense":       {[]string{"-dir", dir, "-workers", "2", "-max-worker-memory", "lots"}, "-max-worker-memory"},
 		"addr without port":           {[]string{"-dir", dir, "-addr", "localhost"}, "-addr:"},

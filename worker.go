@@ -558,7 +558,8 @@ func drainSignal(msgs <-chan message, rt *workerRuntime, out *lineWriter, log *s
 // App's flags hold their values here too. Either failure is reported as a
 // failed message.
 func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	sink := newLogSink(os.Stderr)
+	log := sink.logger()
 	named := nameLogger(log, os.Getenv(workerNameEnv))
 	in, out, err := claimStdio()
 	if err != nil {
@@ -575,7 +576,11 @@ func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App)
 	if version != strconv.Itoa(protocolVersion) {
 		return refuse(fmt.Sprintf("protocol version %q, want %d", version, protocolVersion))
 	}
-	if _, err := parseFlags(args, io.Discard, appFlags); err != nil {
+	cfg, err := parseFlags(args, io.Discard, appFlags)
+	if err == nil {
+		err = sink.setFormat(cfg.LogFormat) // the parent's: the same command line
+	}
+	if err != nil {
 		return refuse(fmt.Sprintf("parse command line: %v", err))
 	}
 	return workerMain(log, named, app, in, out)

@@ -922,6 +922,13 @@ m_watchdog() {
 	edit systemd.go '			v.send(evWatchdog{})' '			v.notify("WATCHDOG=1")'
 }
 
+mutant json-workers "-log-format json holds for every worker's lines too" \
+	"workers log text whatever the flag" \
+	"TestJSONLogsAreOneObjectALineFromParentAndWorkers"
+m_json-workers() {
+	edit worker.go '		err = sink.setFormat(cfg.LogFormat) // the parent'"'"'s: the same command line' '		_ = cfg'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestJSONLogsAreOneObjectALineFromParentAndWorkers(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", site, "-workers", "2", "-log-format", "json")
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	s := spawnServery(t, cmd)
+	waitLog(t, s, `"msg":"serving"`)
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("exit status %d; want 0", code)
+	}
+	f, err := os.Open(s.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines, fromWorkers, withGeneration int
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Errorf("a log line that is no JSON object: %q: %v", sc.Text(), err)
+			continue
+		}
+		lines++
+		for _, key := range []string{"time", "level", "msg"} {
+			if _, ok := rec[key]; !ok {
+				t.Errorf("line %q has no %q", sc.Text(), key)
+			}
+		}
+		if _, ok := rec["generation"]; ok {
+			withGeneration++
+		}
+		if _, ok := rec["worker"]; ok && strings.HasPrefix(rec["msg"].(string), "worker drain") {
+			fromWorkers++
+		}
+	}
+	if lines < 10 || withGeneration < lines/2 || fromWorkers < 2 {
+		t.Errorf("%d JSON lines, %d with generation, %d drain lines from workers; want the whole log in JSON, the workers' too", lines, withGeneration, fromWorkers)
+	}
+}
