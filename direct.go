@@ -162,7 +162,7 @@ func (d *directGen) stop(began time.Time) error {
 	if rt.swap.current.Load() == d.app {
 		err := rt.srv.drain(hurry)
 		st := rt.srv.stats()
-		log.Info("stopped", "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
+		log.Info("server drained", "accepted", st.Accepted, "served", st.Served, "drain", errString(err))
 	} else {
 		drain, cancelDrain := context.WithTimeout(hurry, rt.cfg.Runtime.DrainTimeout)
 		if err := d.app.idle(drain); err != nil {
