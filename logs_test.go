@@ -17,7 +17,8 @@ import (
 // serviceLines are the log lines about the service rather than a
 // generation, made once before any generation starts; DESIGN.md's Logs
 // section lists the same.
-var serviceLines = []string{`msg="tls identity"`, `msg="socket activation"`, `msg="status listener"`}
+var serviceLines = []string{`msg="tls identity"`, `msg="socket activation"`, `msg="status listener"`,
+	`msg="socket activation: the passed socket wins over -addr"`}
 
 // TestEveryLifecycleLineNamesItsGeneration runs servery, started by socket
 // activation with TLS, a status listener and a shutdown delay, through a
@@ -44,8 +45,9 @@ func TestEveryLifecycleLineNamesItsGeneration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// -addr too, which the passed socket overrides, with a warning.
 			args := []string{"-dir", site, "-workers", workers, "-tls-cert", cert, "-tls-key", key,
-				"-status-addr", "127.0.0.1:0", "-shutdown-delay", "10s"}
+				"-status-addr", "127.0.0.1:0", "-shutdown-delay", "10s", "-addr", "127.0.0.1:1"}
 			if workers != "1" {
 				args = append(args, "-max-requests", "20")
 			}
@@ -79,6 +81,9 @@ func TestEveryLifecycleLineNamesItsGeneration(t *testing.T) {
 			s.signal(syscall.SIGTERM) // skips the delay
 			if code := s.wait(10 * time.Second); code != exitOK {
 				t.Fatalf("exit status %d; want 0", code)
+			}
+			if !strings.Contains(s.logs(), `level=WARN msg="socket activation: the passed socket wins over -addr"`) {
+				t.Error("no warning that the passed socket wins over -addr")
 			}
 			for _, line := range strings.Split(strings.TrimSpace(s.logs()), "\n") {
 				if !strings.Contains(line, " generation=") && !slices.ContainsFunc(serviceLines, func(msg string) bool {
