@@ -184,6 +184,18 @@ func TestWatchdogPeriodIsHalfOfWatchdogSec(t *testing.T) {
 	}
 }
 
+func TestSlowStartIsNeverAHang(t *testing.T) {
+	skipWithoutWorkers(t)
+	// Worker 1's App.Start takes 500 ms, longer than the worker timeout:
+	// probing begins only once a worker is ready.
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "200ms", "-start-fault", "slow", "-fault-worker", "1")
+	getN(t, s.addr, 4)
+	time.Sleep(500 * time.Millisecond)
+	if strings.Contains(s.logs(), "worker hung") {
+		t.Errorf("a worker with a slow start was found hung:\n%s", s.logs())
+	}
+}
+
 func TestHandlerSlowerThanTheWorkerTimeoutIsNeverKilled(t *testing.T) {
 	skipWithoutWorkers(t)
 	// A request that takes five worker timeouts, while its worker answers
