@@ -171,3 +171,21 @@ func TestTicketKeysRotateDaily(t *testing.T) {
 		t.Errorf("ticket keys rotate every %v; README and DESIGN.md say every 24 hours", ticketKeyRotation)
 	}
 }
+
+func TestStatusListenerBoundsEachClient(t *testing.T) {
+	h := newServiceHarness(t, 1, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := serveStatus(ln, h.svc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer st.close()
+	// What DESIGN.md promises a status client: 2 s to send its request,
+	// 5 s to take the answer, 30 s idle. net/http enforces each; a test
+	// that waits them out would cost the suite 30 s.
+	if got := st.http; got.ReadHeaderTimeout != 2*time.Second || got.ReadTimeout != 2*time.Second ||
+		got.WriteTimeout != 5*time.Second || got.IdleTimeout != 30*time.Second {
+		t.Errorf("status server timeouts: header %v, read %v, write %v, idle %v; want 2s, 2s, 5s, 30s",
+			got.ReadHeaderTimeout, got.ReadTimeout, got.WriteTimeout, got.IdleTimeout)
+	}
+}
