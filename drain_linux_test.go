@@ -12,24 +12,20 @@ import (
 	"time"
 )
 
-func TestSlowReadersNextRequestIsAnsweredAcrossADrain(t *testing.T) {
+// slowReaderSite serves a 2 MiB file (and a 1 KiB one) with an 8 s drain
+// timeout, and returns the server with a connection to it whose receive
+// window is 64 KiB: the handler is done once the kernel's send buffer
+// holds the rest, long before a slow client has it.
+func slowReaderSite(t *testing.T) (*server, net.Conn) {
+	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, dir, "1k.bin", strings.Repeat("k", 1<<10))
-	const size = 2 << 20
-	writeFile(t, dir, "2m.bin", strings.Repeat("m", size))
-	static, err := newStaticHandler(dir, staticOptions{Revalidate: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { static.Close() })
+	writeFile(t, dir, "2m.bin", strings.Repeat("m", 2<<20))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serveHandler(t, ln, static, runtimeConfig{HeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, DrainTimeout: 8 * time.Second})
-	// A 64 KiB receive window, read at about 1 MB/s: the handler is done
-	// once the kernel's send buffer holds the rest, long before the
-	// client has it.
+	srv := serveStatic(t, ln, dir, runtimeConfig{HeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, DrainTimeout: 8 * time.Second})
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
 		return nil
@@ -38,8 +34,14 @@ func TestSlowReadersNextRequestIsAnsweredAcrossADrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return srv, c
+}
+
+func TestSlowReadersNextRequestIsAnsweredAcrossADrain(t *testing.T) {
+	srv, c := slowReaderSite(t)
+	const size = 2 << 20
 	io.WriteString(c, "GET /2m.bin HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReaderSize(c, 32<<10)
 	resp, err := http.ReadResponse(br, nil)
@@ -47,6 +49,7 @@ func TestSlowReadersNextRequestIsAnsweredAcrossADrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.AfterFunc(300*time.Millisecond, func() { srv.drain(context.Background()) })
+	// Read at about 1 MB/s.
 	buf := make([]byte, 32<<10)
 	read := 0
 	for read < size {
@@ -74,27 +77,7 @@ func TestSlowReadersNextRequestIsAnsweredAcrossADrain(t *testing.T) {
 }
 
 func TestAClientThatStopsReadingDoesNotHoldTheDrain(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, dir, "2m.bin", strings.Repeat("m", 2<<20))
-	static, err := newStaticHandler(dir, staticOptions{Revalidate: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { static.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serveHandler(t, ln, static, runtimeConfig{HeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, DrainTimeout: 8 * time.Second})
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
-		return nil
-	}}
-	c, err := d.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	srv, c := slowReaderSite(t)
 	io.WriteString(c, "GET /2m.bin HTTP/1.1\r\nHost: x\r\n\r\n")
 	if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
 		t.Fatal(err)

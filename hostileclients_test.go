@@ -185,12 +185,7 @@ func hostileRuntime(t *testing.T, dir string, cfg runtimeConfig) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	static, err := newStaticHandler(dir, staticOptions{CacheBytes: 64 << 20, Revalidate: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { static.Close() })
-	serveHandler(t, ln, static, cfg)
+	serveStatic(t, ln, dir, cfg)
 	return ln.Addr().String()
 }
 

@@ -547,13 +547,16 @@ func (v *Service) rotate(l *life) {
 
 // rotateEvery asks run to rotate the ticket keys every period until the
 // service ends.
-func (v *Service) rotateEvery(period time.Duration) {
+func (v *Service) rotateEvery(period time.Duration) { v.every(period, evRotate{}) }
+
+// every sends run ev every period until the service ends.
+func (v *Service) every(period time.Duration, ev any) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			v.send(evRotate{})
+			v.send(ev)
 		case <-v.done:
 			return
 		}

@@ -146,13 +146,19 @@ func serveRuntime(t *testing.T, ln net.Listener, dir string, cfg runtimeConfig) 
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 5 * time.Second
 	}
+	serveStatic(t, ln, dir, cfg)
+	return ln.Addr().String()
+}
+
+// serveStatic serves the static site in dir on ln with cfg as it is.
+func serveStatic(t *testing.T, ln net.Listener, dir string, cfg runtimeConfig) *server {
+	t.Helper()
 	static, err := newStaticHandler(dir, staticOptions{CacheBytes: 64 << 20, Revalidate: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { static.Close() })
-	serveHandler(t, ln, static, cfg)
-	return ln.Addr().String()
+	return serveHandler(t, ln, static, cfg)
 }
 
 // serveHandler serves h on ln with a runtime built for cfg, as the direct

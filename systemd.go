@@ -106,18 +106,7 @@ func watchdogPeriod() time.Duration {
 // loop that no longer takes events stops the pings, and the service
 // manager restarts the service (WatchdogSec=): the supervisor itself is
 // watched, as the parent watches its workers.
-func (v *Service) watchdog(period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			v.send(evWatchdog{})
-		case <-v.done:
-			return
-		}
-	}
-}
+func (v *Service) watchdog(period time.Duration) { v.every(period, evWatchdog{}) }
 
 // notifyTimeout bounds one notification: the lifecycle loop sends it,
 // and a service manager that does not read its socket must not stall

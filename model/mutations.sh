@@ -919,7 +919,7 @@ mutant watchdog "WATCHDOG=1 comes from the lifecycle loop, so a wedged loop stop
 	"the watchdog pings from its own goroutine" \
 	"TestWatchdogPingsWhileTheLoopRunsAndStopsWhenItIsWedged"
 m_watchdog() {
-	edit systemd.go '			v.send(evWatchdog{})' '			v.notify("WATCHDOG=1")'
+	edit systemd.go 'func (v *Service) watchdog(period time.Duration) { v.every(period, evWatchdog{}) }' 'func (v *Service) watchdog(period time.Duration) { for range time.Tick(period) { v.notify("WATCHDOG=1") } }'
 }
 
 mutant json-workers "-log-format json holds for every worker's lines too" \
