@@ -281,17 +281,7 @@ func TestDirectGenerationReadyAsTheEndBeganStopsByTheForceDeadline(t *testing.T)
 			return nil
 		},
 	}
-	cfg := &config{Workers: 1, StartupTimeout: 5 * time.Second, ForceTimeout: time.Second,
-		Runtime: runtimeConfig{HeaderTimeout: time.Second, IdleTimeout: time.Second, DrainTimeout: 500 * time.Millisecond}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := newDirectRuntime(cfg, app, ln, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt, ln, log := directTestRuntime(t, app, 500*time.Millisecond, time.Second)
 	hold := make(chan struct{})
 	svc := newService(ln, log, 1, func(n int, keys [][]byte, r reports) generation {
 		gen := rt.generation(n, keys, r)
@@ -335,17 +325,7 @@ func TestDirectServerLostAsAReloadPromotesEndsTheService(t *testing.T) {
 			return nil
 		},
 	}
-	cfg := &config{Workers: 1, StartupTimeout: 5 * time.Second, ForceTimeout: 10 * time.Second,
-		Runtime: runtimeConfig{HeaderTimeout: time.Second, IdleTimeout: time.Second, DrainTimeout: 5 * time.Second}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := newDirectRuntime(cfg, app, ln, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt, ln, log := directTestRuntime(t, app, 5*time.Second, 10*time.Second)
 	var first reports
 	svc := newService(ln, log, 1, func(n int, keys [][]byte, r reports) generation {
 		if n == 1 {
@@ -480,6 +460,24 @@ func TestWorkerLostAfterStartBeforePromotionFailsTheReload(t *testing.T) {
 	if st := h.svc.state(); st.Ending || st.Serving != 1 {
 		t.Errorf("state %+v; want generation 1 serving on, the service not ending", st)
 	}
+}
+
+// directTestRuntime is direct mode's runtime for app on a fresh
+// listener, with the given drain and force timeouts and a silent log.
+func directTestRuntime(t *testing.T, app App, drain, force time.Duration) (*directRuntime, net.Listener, *slog.Logger) {
+	t.Helper()
+	cfg := &config{Workers: 1, StartupTimeout: 5 * time.Second, ForceTimeout: force,
+		Runtime: runtimeConfig{HeaderTimeout: time.Second, IdleTimeout: time.Second, DrainTimeout: drain}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rt, err := newDirectRuntime(cfg, app, ln, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt, ln, log
 }
 
 // stopHangs is a handler whose App.Stop never returns.
