@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,7 +41,8 @@ func probeApp(fs *flag.FlagSet) App {
 	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes")
 	fs.IntVar(&p.parentReloads, "parent-reloads", 0, "reloads the program's parent asks for through Control, then it stops; 0: no Parent")
 	fs.BoolVar(&p.print, "print", false, "print a line to stdout in the start step and in every request, as a debugging program does")
-	fs.StringVar(&p.healthFault, "health-fault", "", "hang-once: the first -fault-worker's health check never returns (ignoring its context); later ones pass")
+	fs.StringVar(&p.healthFault, "health-fault", "", "hang-once: the first -fault-worker's health check never returns (ignoring its context); later ones pass. hang: every worker's, every time, as a database every worker waits on does")
+	fs.BoolVar(&p.slowAlive, "slow-alive", false, "/slow tells servery it is alive (Alive) every tenth of -slow")
 	app := App{Start: p.start, Stop: p.stop, Health: p.health}
 	if os.Getenv(workerEnv) == "" {
 		app.Parent = p.parent
@@ -74,11 +76,18 @@ type probe struct {
 	slow                         time.Duration
 	print                        bool
 	healthFault                  string
+	slowAlive                    bool
+	// deadlock is what /deadlock takes and never gives back: the first
+	// request takes it, every later one waits for ever.
+	deadlock sync.Mutex
 }
 
 // health is the probe's App.Health: it passes, but for -health-fault.
 func (p *probe) health(ctx context.Context, h http.Handler) error {
 	w := h.(*probeHandler).w
+	if p.healthFault == "hang" {
+		select {}
+	}
 	if p.healthFault == "hang-once" && w.Index == p.faultWorker {
 		once := filepath.Join(p.marks, "health-hung")
 		if f, err := os.OpenFile(once, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
@@ -131,16 +140,55 @@ func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
 }
 
 func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/slow" {
+	switch r.URL.Path {
+	case "/slow":
 		h.p.mark(fmt.Sprintf("slow-begun-%d", h.w.Index))
-		time.Sleep(h.p.slow)
+		h.p.sleep(r)
 		defer h.p.mark(fmt.Sprintf("slow-done-%d", h.w.Index))
 		defer h.p.mark(fmt.Sprintf("slow-done-gen-%d", h.w.Generation))
+	case "/deadlock":
+		h.p.deadlock.Lock() // never unlocked
+	case "/spin": // computes for 20 ms, as a CPU-bound handler does
+		for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
+		}
+	case "/stream": // a chunk every 100 ms for -slow, as a server-sent event stream does
+		for end := time.Now().Add(h.p.slow); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			fmt.Fprintf(rw, "data: %d\n\n", time.Now().UnixNano())
+			rw.(http.Flusher).Flush()
+		}
+		return
+	case "/hijack": // a byte every 100 ms for -slow, on the hijacked connection
+		conn, _, err := http.NewResponseController(rw).Hijack()
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer conn.Close()
+		n := int(h.p.slow / (100 * time.Millisecond))
+		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", n)
+		for range n {
+			time.Sleep(100 * time.Millisecond)
+			conn.Write([]byte("."))
+		}
+		return
 	}
 	if h.p.print {
 		fmt.Println("got request", r.URL.Path)
 	}
 	fmt.Fprintf(rw, "worker %d of %d", h.w.Index, h.w.Count)
+}
+
+// sleep waits -slow, saying it is alive every tenth of it with
+// -slow-alive.
+func (p *probe) sleep(r *http.Request) {
+	if !p.slowAlive {
+		time.Sleep(p.slow)
+		return
+	}
+	for range 10 {
+		time.Sleep(p.slow / 10)
+		Alive(r)
+	}
 }
 
 func (p *probe) stop(ctx context.Context, h http.Handler) error {

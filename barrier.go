@@ -30,7 +30,7 @@ import (
 // protocolVersion is carried in workerEnv and in the config message, so a
 // worker started from a different build refuses to run instead of
 // misreading the parent.
-const protocolVersion = 6
+const protocolVersion = 7
 
 // workerEnv selects worker mode when set, with the protocol version as its
 // value. An environment variable rather than a flag keeps worker mode out
@@ -89,10 +89,12 @@ type workerConfig struct {
 	RecycleRequests int64         `json:"recycle_requests,omitempty"`
 	RecycleAge      time.Duration `json:"recycle_age,omitempty"`
 	// RecycleMemory: the worker asks to be recycled once its resident
-	// memory exceeds this; HealthTimeout bounds the App's health check,
-	// which gates each stats answer (-worker-timeout). 0: never, none.
+	// memory exceeds this. WorkerTimeout (-worker-timeout) bounds the
+	// App's health check, which gates each stats answer, and is how long
+	// a request runs before the worker names it stuck (progress.go).
+	// 0: never, none.
 	RecycleMemory int64         `json:"recycle_memory,omitempty"`
-	HealthTimeout time.Duration `json:"health_timeout,omitempty"`
+	WorkerTimeout time.Duration `json:"worker_timeout,omitempty"`
 	runtimeConfig
 }
 
@@ -104,6 +106,14 @@ type workerStats struct {
 	Served   int64 `json:"served"`             // requests answered
 	Inflight int64 `json:"inflight,omitempty"` // requests being answered now
 	Memory   int64 `json:"memory,omitempty"`   // resident bytes now (residentBytes)
+	// Progress moves whenever the worker's serving path does: requests
+	// answered plus writes on a request's behalf (progress.go). Stuck
+	// counts requests found running for longer than the worker timeout;
+	// Stalled is how long the worker has made no progress with requests
+	// in flight, which the parent's probe decides on (watch.go).
+	Progress int64         `json:"progress,omitempty"`
+	Stuck    int64         `json:"stuck,omitempty"`
+	Stalled  time.Duration `json:"stalled,omitempty"`
 }
 
 // decodeMessage parses one protocol line and checks that it is complete.
@@ -279,7 +289,7 @@ func (s *Supervisor) workerConfig(index int, keys [][]byte) *workerConfig {
 	cfg.TicketKeys = keys
 	cfg.AcceptPace = acceptPace // workers share the socket: balance it
 	cfg.RecycleRequests, cfg.RecycleAge = recycleLimits(s.cfg.MaxRequests, s.cfg.MaxAge)
-	cfg.RecycleMemory, cfg.HealthTimeout = s.cfg.MaxMemory, s.cfg.WorkerTimeout
+	cfg.RecycleMemory, cfg.WorkerTimeout = s.cfg.MaxMemory, s.cfg.WorkerTimeout
 	return &cfg
 }
 

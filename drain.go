@@ -173,6 +173,12 @@ type h1Conn struct {
 	// the set's lock).
 	conn       net.Conn
 	unsentSeen int
+	// req is its request in flight, in the server's set (progress.go);
+	// moved is the server's progress count, which writes on the
+	// connection add to while a request is open on it, whatever its
+	// protocol, and Alive adds to.
+	req   inflightReq
+	moved *atomic.Int64
 }
 
 // h1Conns is the set of open HTTP/1 connections, which awaitClosed looks

@@ -63,6 +63,11 @@ type (
 		r       replacement
 		err     error
 	}
+	evRetired struct { // a recycled worker has gone, its replacement serving since evReplaced
+		gen  generation
+		slot int
+		r    replacement
+	}
 )
 
 // healing is what run knows of the serving generation's slots.
@@ -72,7 +77,7 @@ type healing struct {
 	ctx       context.Context // ends when gen stops serving: its replacements roll back
 	cancel    context.CancelFunc
 	slots     map[int]*slotState
-	recycling bool         // a recycle runs: one at a time, so at most N+1 workers live
+	recycling bool         // a recycle runs, or its old worker drains: one at a time, so at most N+1 workers live
 	queued    []recycleAsk // workers that asked to be recycled meanwhile, in order
 }
 
@@ -101,6 +106,9 @@ type slotState struct {
 	// retry, the timer that tries again.
 	recycleFailures int
 	retry           *time.Timer
+	// early counts, in a row, workers that reached -max-worker-memory
+	// within Steady of their start: their recycles wait the backoff.
+	early int
 }
 
 func newHealing(gen generation) *healing {
@@ -164,7 +172,7 @@ func (v *Service) onWorkerLost(l *life, ev evLost) {
 		v.log.Info("worker lost as the service ends", "generation", ev.gen.number(), "worker", we.Index)
 	case !s.busy && we.PID != s.pid:
 		v.log.Info("worker lost after it left its slot", "generation", ev.gen.number(), "worker", we.Index, "pid", we.PID)
-	case v.overBudget(l, time.Now(), ev.err):
+	case !errors.Is(ev.err, errHung) && v.overBudget(l, time.Now(), ev.err):
 	case s.busy:
 		s.lostPIDs = append(s.lostPIDs, we.PID)
 	default:
@@ -282,12 +290,37 @@ func (v *Service) onRecycle(l *life, ev evRecycle) {
 		}
 		s.retry = nil
 	}
+	if !ev.retry && v.recycledEarly(l, ev, s) {
+		return
+	}
 	ask := recycleAsk{ev.slot, ev.pid, ev.limit}
 	if !slices.Contains(h.queued, ask) {
 		h.queued = append(h.queued, ask)
 	}
 	v.log.Info("worker recycle queued", "generation", ev.gen.number(), "worker", ev.slot, "pid", ev.pid, "reason", ev.why)
 	v.nextRecycle(l)
+}
+
+// recycledEarly delays the recycle of a worker that reached its memory
+// bound within Steady of its start, by the slot's backoff, and reports
+// whether it did: a bound below what a fresh worker needs would
+// otherwise recycle it again and again, each new worker as soon as it
+// started. The first says so once, at WARN.
+func (v *Service) recycledEarly(l *life, ev evRecycle, s *slotState) bool {
+	if ev.limit != "memory" || time.Since(s.since) >= v.heal.Steady {
+		s.early = 0
+		return false
+	}
+	s.early++
+	if s.early == 1 {
+		v.log.Warn("worker over -max-worker-memory as it started: the bound is below what a worker needs; its recycles back off",
+			"generation", ev.gen.number(), "worker", ev.slot, "pid", ev.pid, "reason", ev.why)
+	}
+	gen, slot, pid, why := ev.gen, ev.slot, ev.pid, ev.why
+	replaceTimer(&s.retry, time.AfterFunc(v.backoff(s.early), func() {
+		v.send(evRecycle{gen: gen, slot: slot, pid: pid, limit: "memory", why: why, retry: true})
+	}))
+	return true
 }
 
 // nextRecycle begins the next queued recycle, unless one runs, a reload
@@ -331,7 +364,7 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 	}
 	s := h.slot(ev.slot)
 	s.busy = false
-	if ev.recycle {
+	if ev.recycle && ev.err != nil {
 		h.recycling = false
 	}
 	lost := s.lostPIDs
@@ -342,19 +375,13 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 		v.replaceFailed(l, ev, s, lost)
 	default:
 		if ev.recycle {
-			v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
-				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
-			l.stats.Recycles++
-			if l.stats.RecyclesBy == nil {
-				l.stats.RecyclesBy = map[string]int64{}
-			}
-			l.stats.RecyclesBy[s.limit]++
 			s.recycleFailures = 0
 			if time.Since(s.since) >= v.heal.Steady {
 				// The recycled worker served steadily, and left at its
 				// limit, not lost: the slot's failures are behind it.
 				s.failures = 0
 			}
+			v.awaitRetired(h, ev)
 		} else {
 			l.stats.Respawns++
 			if l.stats.Restarts == nil {
@@ -373,6 +400,39 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 	v.nextRecycle(l)
 }
 
+// awaitRetired sends evRetired once the old worker of a recycle that
+// succeeded has gone, unless the generation stops serving first. Until
+// then the recycle still runs, so no other begins: at most N+1 live.
+func (v *Service) awaitRetired(h *healing, ev evReplaced) {
+	gen, slot, r, ctx := ev.gen, ev.slot, ev.r, h.ctx
+	go func() {
+		select {
+		case <-r.retired:
+			v.send(evRetired{gen: gen, slot: slot, r: r})
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// onRetired ends a recycle: its old worker has gone. The next queued
+// recycle may begin.
+func (v *Service) onRetired(l *life, ev evRetired) {
+	h := l.heal
+	if h == nil || ev.gen != h.gen {
+		return
+	}
+	s := h.slot(ev.slot)
+	h.recycling = false
+	v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
+		"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
+	l.stats.Recycles++
+	if l.stats.RecyclesBy == nil {
+		l.stats.RecyclesBy = map[string]int64{}
+	}
+	l.stats.RecyclesBy[s.limit]++
+	v.nextRecycle(l)
+}
+
 // replaceFailed answers a replacement that failed before it was ready.
 // lost are the slot's workers lost meanwhile: the old worker of a
 // recycle among them, the slot needs a respawn.
@@ -384,6 +444,7 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 // worker serves on and the recycle is tried again after a backoff of
 // its own, for as long as it fails; /status and the metrics count it.
 func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState, lost []int) {
+	h := l.heal
 	if ev.recycle && !slices.Contains(lost, s.pid) {
 		s.recycleFailures++
 		l.stats.RecycleFailures++
@@ -396,14 +457,46 @@ func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState, lost []int
 		}))
 		return
 	}
-	what := "respawn"
-	if ev.recycle {
-		what = "recycle" // and its old worker was lost meanwhile
+	if errors.Is(ev.err, errHostRefused) && h.serving(ev.slot) {
+		v.refusedRespawn(l, ev, s)
+		return
 	}
-	v.log.Error("worker "+what+" failed", "generation", ev.gen.number(), "worker", ev.slot, "err", ev.err)
+	if ev.recycle {
+		// and its old worker was lost meanwhile
+		v.log.Error("worker recycle failed", "generation", ev.gen.number(), "worker", ev.slot, "err", ev.err)
+	} else {
+		v.log.Error("worker respawn failed", "generation", ev.gen.number(), "worker", ev.slot, "err", ev.err)
+	}
 	if v.overBudget(l, time.Now(), ev.err) {
 		return
 	}
 	s.failures++
 	v.respawnAfter(l, ev.slot, s)
+}
+
+// refusedRespawn answers a replacement the host refused to start while
+// another worker serves: the host is full (of processes, memory or
+// descriptors), which says nothing of the program, so it is tried again
+// after the slot's backoff, for as long as that lasts, with a warning
+// each time, and the budget is not spent. Once no worker serves, a
+// refusal counts as any failure does, and the budget ends a service
+// that can serve nothing, for its manager to restart when the host has
+// room (the listener goes with it, unless the manager holds it).
+func (v *Service) refusedRespawn(l *life, ev evReplaced, s *slotState) {
+	l.stats.SpawnRefusals++
+	s.failures++
+	v.log.Warn("worker respawn refused by the host", "generation", ev.gen.number(), "worker", ev.slot,
+		"failures", s.failures, "err", ev.err)
+	v.respawnAfter(l, ev.slot, s)
+}
+
+// serving reports whether a slot other than except has its worker
+// serving: neither lost and waiting for its respawn, nor being replaced.
+func (h *healing) serving(except int) bool {
+	for i, s := range h.slots {
+		if i != except && !s.busy {
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -552,5 +554,160 @@ func TestFailedRecyclesLeaveTheOldWorkerServing(t *testing.T) {
 	}
 	if strings.Contains(h.readLogs(), "giving up") {
 		t.Error("the service gave up over failed recycles")
+	}
+}
+
+func TestRefusedSpawnsKeepAServingServiceServingUntilTheHostHasRoom(t *testing.T) {
+	policy := testHeal
+	policy.MaxRestarts = 2
+	h := newHealHarness(t, 2, nil, policy)
+	// The host refuses every new process while refusing is set, as
+	// fork does at ulimit -u (EAGAIN).
+	var refusing atomic.Bool
+	command := h.sup.seam.command
+	h.sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
+		if refusing.Load() {
+			return nil, &os.SyscallError{Syscall: "fork", Err: syscall.EAGAIN}
+		}
+		return command(i, args)
+	}
+	h.start()
+	refusing.Store(true)
+	lost := h.servingPIDs()[1]
+	kill(lost)
+	// Many more refusals than the budget allows: each one a warning.
+	for deadline := time.Now().Add(time.Minute); strings.Count(h.readLogs(), `msg="worker respawn refused by the host"`) < 5*policy.MaxRestarts; {
+		if time.Now().After(deadline) || h.svc.state().Ending {
+			t.Fatalf("the service ended, or fewer than %d refusals in a minute:\n%s", 5*policy.MaxRestarts, h.readLogs())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _, err := get(h.addr, "/"); err != nil || code != 200 {
+		t.Errorf("GET / = %d, %v while the host refused respawns; want 200 from the worker left", code, err)
+	}
+	refusing.Store(false)
+	h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=1 worker=1 old_pid=%d`, lost))
+	if st := h.svc.state(); st.Ending {
+		t.Errorf("state %+v after the host had room; want serving", st)
+	}
+	if snap, _ := h.svc.status(context.Background()); snap.SpawnRefusals < int64(5*policy.MaxRestarts) {
+		t.Errorf("status counts %d refusals; want at least %d", snap.SpawnRefusals, 5*policy.MaxRestarts)
+	}
+	if strings.Contains(h.readLogs(), `msg="giving up"`) {
+		t.Error("the refusals spent the budget")
+	}
+}
+
+func TestRefusedSpawnsWithNoWorkerServingSpendTheBudget(t *testing.T) {
+	policy := testHeal
+	policy.MaxRestarts = 2
+	h := newHealHarness(t, 1, nil, policy)
+	command := h.sup.seam.command
+	var refusing atomic.Bool
+	h.sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
+		if refusing.Load() {
+			return nil, &os.SyscallError{Syscall: "fork", Err: syscall.EAGAIN}
+		}
+		return command(i, args)
+	}
+	h.start()
+	refusing.Store(true)
+	kill(h.servingPIDs()[0])
+	h.waitLog(`msg="giving up"`)
+}
+
+func TestLossOfARecyclesReplacementIsRespawnedWhileTheOldWorkerDrains(t *testing.T) {
+	// Worker 0 ignores its drain and SIGTERM: once recycled it lives
+	// until the force deadline, 8 s on. Its replacement is lost at once;
+	// the slot must not wait for the old one to go.
+	h := newHealHarness(t, 2, map[int]string{0: faultStubborn}, testHeal, func(c *supervisorConfig) {
+		c.MaxRequests = 10
+		c.DrainTimeout, c.ForceTimeout = 5*time.Second, 8*time.Second
+		c.Runtime.DrainTimeout = c.DrainTimeout
+	})
+	h.start()
+	old := h.servingPIDs()[0]
+	rx := regexp.MustCompile(fmt.Sprintf(`msg="worker recycling" generation=1 worker=0 pid=%d(?s:.*)msg=ready generation=1 worker=0 pid=(\d+)`, old))
+	var m []string
+	for deadline := time.Now().Add(30 * time.Second); m == nil; m = rx.FindStringSubmatch(h.readLogs()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker 0 was not recycled after 30s of requests:\n%s", h.readLogs())
+		}
+		get(h.addr, "/")
+	}
+	replacement, _ := strconv.Atoi(m[1])
+	for deadline := time.Now().Add(15 * time.Second); h.servingPIDs()[0] != replacement; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replacement, pid %d, never took slot 0", replacement)
+		}
+	}
+	kill(replacement)
+	h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d`, replacement))
+	if gone(old) {
+		t.Errorf("the old worker, pid %d, had gone before the respawn; the test proves nothing", old)
+	}
+}
+
+func TestWorkerOverItsMemoryBoundAsItStartsBacksOff(t *testing.T) {
+	policy := testHeal
+	policy.Backoff, policy.BackoffCap = time.Second, 2*time.Second
+	// 1 MiB, below what any worker needs: each is over it as it starts.
+	h := newHealHarness(t, 1, nil, policy, func(c *supervisorConfig) { c.MaxMemory = 1 << 20 })
+	h.start()
+	h.waitLog(`msg="worker over -max-worker-memory as it started`)
+	began := time.Now()
+	h.waitLog(`msg="worker recycled"`)
+	// Without the backoff a recycle follows each worker's start: a
+	// dozen in the 4 s below. With it: one after 1 s, one 2 s later.
+	time.Sleep(4 * time.Second)
+	logs := h.readLogs()
+	if n := strings.Count(logs, `msg="worker recycled"`); n > 3 {
+		t.Errorf("%d recycles in %v of a bound below any worker's size; want the backoff between them", n, time.Since(began).Round(time.Millisecond))
+	}
+	if n := strings.Count(logs, `msg="worker over -max-worker-memory as it started`); n != 1 {
+		t.Errorf("%d warnings; want one", n)
+	}
+}
+
+func TestHungWorkerThatOutlivesItsKillIsRespawnedBesideIt(t *testing.T) {
+	// SIGSTOPped, and its SIGKILL lost, as a process in uninterruptible
+	// sleep (a hard NFS mount) cannot take it: it is never reaped.
+	h := newHealHarness(t, 2, nil, testHeal, func(c *supervisorConfig) { c.WorkerTimeout = time.Second })
+	var unkillable atomic.Int64
+	h.signal = func(p *workerProc, sig os.Signal) error {
+		if sig == syscall.SIGKILL && int64(p.pid) == unkillable.Load() {
+			return nil
+		}
+		return signalWorkerGroup(p, sig)
+	}
+	h.start()
+	stuck := h.servingPIDs()[0]
+	unkillable.Store(int64(stuck))
+	t.Cleanup(func() { kill(stuck) })
+	pause(stuck)
+	h.waitLog(fmt.Sprintf(`msg="worker outlived SIGKILL: stuck in the kernel; its slot is respawned beside it" generation=1 worker=0 pid=%d`, stuck))
+	h.waitLog(fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d`, stuck))
+	if gone(stuck) {
+		t.Error("the stuck worker was reaped; the test proves nothing")
+	}
+}
+
+func TestProbeAgesAreMeasuredOnTheMonotonicClock(t *testing.T) {
+	// A wall-clock step (NTP, a resumed VM) must neither hide a hang nor
+	// make one up: the probe's stamps are monotonic offsets from this
+	// process's start, not Unix times.
+	if now := monoNow(); now < 0 || now > int64(time.Since(monoBase))+int64(time.Second) {
+		t.Fatalf("monoNow() = %d; want the time since the process began", now)
+	}
+	h := newHarness(t, 1, nil, func(c *supervisorConfig) { c.WorkerTimeout = time.Second })
+	h.start()
+	h.sup.askStats(time.Now().Add(-time.Second)) // a question no one waits for
+	h.sup.mu.Lock()
+	all := slices.Clone(h.sup.all)
+	h.sup.mu.Unlock()
+	for _, p := range all {
+		if asked := p.askedAt.Load(); asked > int64(time.Since(monoBase)) {
+			t.Errorf("askedAt = %d; want a monotonic offset no later than now (%d), not a Unix time", asked, int64(time.Since(monoBase)))
+		}
 	}
 }

@@ -174,6 +174,8 @@ func (v *Service) run() {
 			v.onRecycle(l, ev)
 		case evReplaced:
 			v.onReplaced(l, ev)
+		case evRetired:
+			v.onRetired(l, ev)
 		}
 	}
 	v.ln.Close()

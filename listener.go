@@ -43,6 +43,7 @@ type limitListener struct {
 	writeTimeout time.Duration
 	open         atomic.Int64
 	accepted     *atomic.Int64
+	moved        *atomic.Int64 // the server's progress count (progress.go); nil: none
 	closed       chan struct{}
 	closeOnce    sync.Once
 }
@@ -86,7 +87,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	l.accepted.Add(1)
 	l.open.Add(1)
 	lc := &limitConn{Conn: c, release: l.connClosed, writeTimeout: l.writeTimeout}
-	lc.h1.conn = c
+	lc.h1.conn, lc.h1.moved = c, l.moved
 	return lc, nil
 }
 
@@ -162,18 +163,18 @@ type limitConn struct {
 const writeChunk = 64 << 10
 
 func (c *limitConn) Write(b []byte) (int, error) {
-	if c.writeTimeout <= 0 {
-		return c.Conn.Write(b)
-	}
 	if len(b) <= writeChunk {
 		c.armWrite()
-		return c.Conn.Write(b)
+		n, err := c.Conn.Write(b)
+		c.progressed()
+		return n, err
 	}
 	var total int
 	for len(b) > 0 {
 		c.rearmWrite()
 		chunk := b[:min(len(b), writeChunk)]
 		n, err := c.Conn.Write(chunk)
+		c.progressed()
 		total += n
 		if err != nil {
 			return total, err
@@ -183,16 +184,25 @@ func (c *limitConn) Write(b []byte) (int, error) {
 	return total, nil
 }
 
+// progressed counts a write that returned as the server's progress while
+// the connection has a request in flight (progress.go): an HTTP/1
+// request or hijacked connection, or an HTTP/2 connection with a stream
+// open. A TLS handshake or a new connection's HTTP/2 settings are not a
+// request's progress.
+func (c *limitConn) progressed() {
+	if c.h1.moved != nil && c.h1.idleSince.Load() < 0 {
+		c.h1.moved.Add(1)
+	}
+}
+
 // ReadFrom keeps net/http's sendfile path for large files, which an
 // embedded net.Conn would hide, and sends in chunks so a slow but steady
-// reader is not cut off by a deadline set for the whole file.
+// reader is not cut off by a deadline set for the whole file, and each
+// chunk the kernel takes is progress.
 func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 	rf, ok := c.Conn.(io.ReaderFrom)
 	if !ok {
 		return io.Copy(struct{ io.Writer }{c}, r)
-	}
-	if c.writeTimeout <= 0 {
-		return rf.ReadFrom(r)
 	}
 	src, remain := r, int64(math.MaxInt64)
 	outer, limited := r.(*io.LimitedReader)
@@ -204,6 +214,7 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 		c.rearmWrite()
 		want := min(remain, writeChunk)
 		n, err := rf.ReadFrom(&io.LimitedReader{R: src, N: want})
+		c.progressed()
 		total, remain = total+n, remain-n
 		if limited {
 			outer.N -= n
@@ -216,16 +227,23 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // armWrite moves the write deadline writeTimeout ahead once less than half
-// of it is left, or when there is none.
+// of it is left, or when there is none; nothing without a write timeout.
 func (c *limitConn) armWrite() {
+	if c.writeTimeout <= 0 {
+		return
+	}
 	if d := c.deadline.Load(); d != 0 && time.Until(time.Unix(0, d)) > c.writeTimeout/2 {
 		return
 	}
 	c.rearmWrite()
 }
 
-// rearmWrite moves the write deadline writeTimeout ahead.
+// rearmWrite moves the write deadline writeTimeout ahead; nothing
+// without a write timeout.
 func (c *limitConn) rearmWrite() {
+	if c.writeTimeout <= 0 {
+		return
+	}
 	d := time.Now().Add(c.writeTimeout)
 	c.deadline.Store(d.UnixNano())
 	c.ours.Store(true)

@@ -166,12 +166,15 @@ func (t *tally) read() (map[int]slotCounts, map[string]int64) {
 	return slots, exits
 }
 
+// add sums the counters of two workers; max is the later of two reports
+// of one. Progress and Stalled are the probe's, not counters anyone
+// reads from the tally.
 func (a workerStats) add(b workerStats) workerStats {
-	return workerStats{Accepted: a.Accepted + b.Accepted, Served: a.Served + b.Served}
+	return workerStats{Accepted: a.Accepted + b.Accepted, Served: a.Served + b.Served, Stuck: a.Stuck + b.Stuck}
 }
 
 func (a workerStats) max(b workerStats) workerStats {
-	return workerStats{Accepted: max(a.Accepted, b.Accepted), Served: max(a.Served, b.Served)}
+	return workerStats{Accepted: max(a.Accepted, b.Accepted), Served: max(a.Served, b.Served), Stuck: max(a.Stuck, b.Stuck)}
 }
 
 // recycleLimitNames are the limits a worker reaches to be recycled: the
@@ -264,13 +267,16 @@ func (p *metricsPage) write(w io.Writer) {
 	for _, limit := range recycleLimitNames {
 		m.sample("servery_worker_recycles_total", "limit", limit, by[limit])
 	}
-	m.family("servery_worker_hangs_total", "counter", "Workers found hung (no answer to the parent's probe within -worker-timeout) and killed, by slot.")
+	m.family("servery_worker_hangs_total", "counter", "Workers found hung and killed, by slot: requests in flight and no progress for -worker-timeout, or no answer to the parent's probe while not running.")
 	m.samples("servery_worker_hangs_total", "slot", slots, func(i int) int64 { return p.slots[i].Hangs })
+	m.family("servery_requests_stuck_total", "counter", "Requests found running for longer than -worker-timeout, by slot: each named once in the log; its worker serves on while others make progress.")
+	m.samples("servery_requests_stuck_total", "slot", slots, func(i int) int64 { return p.slots[i].Stuck })
 	m.family("servery_requests_in_flight", "gauge", "Requests being answered, by slot, as its workers last said.")
 	m.samples("servery_requests_in_flight", "slot", slots, func(i int) int64 { return p.slots[i].Inflight })
 	m.family("servery_worker_resident_memory_bytes", "gauge", "Resident memory of the slot's workers alive, as they last said (RSS on Linux).")
 	m.samples("servery_worker_resident_memory_bytes", "slot", slots, func(i int) int64 { return p.slots[i].Memory })
 	m.counter("servery_worker_recycle_failures_total", "Recycles whose replacement failed to start: the old worker serves on, and the recycle is tried again after a backoff.", s.RecycleFailures)
+	m.counter("servery_worker_spawn_refusals_total", "Replacements the host refused to start (out of processes, memory or descriptors) while other workers served: retried after the slot's backoff, never spent from -max-restarts.", s.SpawnRefusals)
 	m.family("servery_reloads_total", "counter", "Reloads, by result: ok (the new generation serves) or failed (rolled back; the old one serves on).")
 	m.sample("servery_reloads_total", "result", "ok", s.ReloadsOK)
 	m.sample("servery_reloads_total", "result", "failed", s.ReloadsFailed)

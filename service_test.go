@@ -39,6 +39,9 @@ type serviceHarness struct {
 	readTLS func() (*tlsIdentity, error)
 	// wrap, when set, wraps each generation as the Service sees it.
 	wrap func(gen *Supervisor, r reports) generation
+	// signal, when set before the start, is how every generation signals
+	// its workers.
+	signal func(p *workerProc, sig os.Signal) error
 }
 
 func newServiceHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*supervisorConfig)) *serviceHarness {
@@ -69,6 +72,9 @@ func (h *serviceHarness) build(n int, keys [][]byte, r reports) generation {
 func (h *serviceHarness) record(sup *Supervisor) {
 	cfg := sup.cfg
 	sup.seam.command = h.sup.seam.command
+	if h.signal != nil {
+		sup.seam.signal = h.signal
+	}
 	h.mu.Lock()
 	if faults := h.later[cfg.Generation]; faults != nil {
 		sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {

@@ -18,9 +18,11 @@ import (
 )
 
 // replacement is what a successful replace did: the slot's old worker
-// and its new one.
+// and its new one, and, for a recycle, a channel closed once the old one
+// has gone (or the generation's stop took it over).
 type replacement struct {
 	OldPID, NewPID int
+	retired        <-chan struct{}
 }
 
 // errGenerationStopping is replace's error when the generation's stop
@@ -32,9 +34,10 @@ var errGenerationStopping = errors.New("the generation is stopping")
 // the lost one has been reaped, so a slot has two live workers only
 // during a recycle; for a recycle it starts the replacement beside the
 // serving worker and, once the replacement is ready, retires the old one
-// with the usual drain. It blocks until the replacement is ready (and,
-// for a recycle, the old worker has gone), or has failed and is gone, or
-// ctx or the generation's stop ended it.
+// with the usual drain. It blocks until the replacement is ready, or has
+// failed and is gone, or ctx or the generation's stop ended it; a
+// recycle's old worker drains after it returns, so the slot's new worker
+// is the slot's from then on, and its loss is respawned at once.
 func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (replacement, error) {
 	s.mu.Lock()
 	old := s.procs[slot]
@@ -45,6 +48,7 @@ func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (repla
 	if !recycle {
 		select {
 		case <-old.exited:
+		case <-old.leftBehind: // stuck in the kernel for good, perhaps
 		case <-ctx.Done():
 			return replacement{}, fmt.Errorf("respawn worker %d: %w", slot, context.Cause(ctx))
 		}
@@ -63,16 +67,26 @@ func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (repla
 		return replacement{}, err
 	}
 	go s.watch(p.events, []*workerProc{p})
+	r := replacement{OldPID: old.pid, NewPID: p.pid}
 	if recycle {
-		// Not done until the old worker has gone, so the next recycle
-		// never spawns while it still drains: at most N+1 live.
 		s.retire(old, s.cfg.DrainTimeout)
+		r.retired = s.gone(old)
+	}
+	return r, nil
+}
+
+// gone returns a channel closed once p has exited, or the generation's
+// stop has taken it over.
+func (s *Supervisor) gone(p *workerProc) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		defer close(c)
 		select {
-		case <-old.exited:
+		case <-p.exited:
 		case <-s.joins.Done():
 		}
-	}
-	return replacement{OldPID: old.pid, NewPID: p.pid}, nil
+	}()
+	return c
 }
 
 // spawnInto starts a worker for slot, unless the generation's stop has

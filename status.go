@@ -43,11 +43,15 @@ type statusSnapshot struct {
 	// recycle has failed so far.
 	RecycleFailures int64
 	RecycleFailing  map[int]int
-	ReloadsOK       int64
-	ReloadsFailed   int64
-	LastReload      *reloadResult
-	Restarts        map[int]int64 // respawns, by slot
-	gens            []genRole     // every generation with workers that may be alive
+	// SpawnRefusals counts replacements the host refused to start
+	// (EAGAIN, ENOMEM, EMFILE, ENFILE) while others served: retried
+	// with the slot's backoff, not against the budget.
+	SpawnRefusals int64
+	ReloadsOK     int64
+	ReloadsFailed int64
+	LastReload    *reloadResult
+	Restarts      map[int]int64 // respawns, by slot
+	gens          []genRole     // every generation with workers that may be alive
 }
 
 // reloadResult is how the last reload ended.
@@ -361,8 +365,11 @@ type statusDoc struct {
 	RecyclesBy    map[string]int64 `json:"recycles_by_limit"`
 	// RecycleFailures counts recycles whose replacement failed to start:
 	// the old worker served on each time.
-	RecycleFailures int64            `json:"recycle_failures"`
-	Exits           map[string]int64 `json:"worker_exits"`
+	RecycleFailures int64 `json:"recycle_failures"`
+	// SpawnRefusals counts replacements the host refused to start
+	// while other workers served: retried, not spent from the budget.
+	SpawnRefusals int64            `json:"spawn_refusals"`
+	Exits         map[string]int64 `json:"worker_exits"`
 }
 
 type slotDoc struct {
@@ -378,10 +385,12 @@ type slotDoc struct {
 	// worker has failed; it serves on, and the recycle is tried again.
 	RecycleFailures int `json:"recycle_failures,omitempty"`
 	// What its workers alive now last said: requests in flight and
-	// resident bytes; and how many of its workers were found hung.
+	// resident bytes; how many of its workers were found hung, and how
+	// many requests its workers found stuck (progress.go).
 	Inflight int64 `json:"inflight"`
 	Memory   int64 `json:"memory_bytes"`
 	Hangs    int64 `json:"hangs"`
+	Stuck    int64 `json:"stuck_requests"`
 }
 
 type generationDoc struct {
@@ -414,7 +423,8 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 		Started: s.Started, UptimeSeconds: p.now.Sub(s.Started).Seconds(), Exits: p.exits,
 		Reloads: reloadsDoc{OK: s.ReloadsOK, Failed: s.ReloadsFailed, Last: s.LastReload},
 		Lost:    s.Lost, Respawns: s.Respawns, Recycles: s.Recycles, RecycleFailures: s.RecycleFailures,
-		RecyclesBy: recyclesBy(s.RecyclesBy)}
+		SpawnRefusals: s.SpawnRefusals,
+		RecyclesBy:    recyclesBy(s.RecyclesBy)}
 	for _, g := range s.gens {
 		gd := generationDoc{Number: g.gen.number(), Role: g.role, PIDs: []workerDoc{}}
 		for _, v := range g.gen.workers(g.role == "serving") {
@@ -441,7 +451,7 @@ func (p *metricsPage) slotDoc(i int) slotDoc {
 	c := p.slots[i]
 	d := slotDoc{Index: i, State: "down", Requests: c.Served, Connections: c.Accepted,
 		Restarts: p.snap.Restarts[i], LastExit: c.LastExit, RecycleFailures: p.snap.RecycleFailing[i],
-		Inflight: c.Inflight, Memory: c.Memory, Hangs: c.Hangs}
+		Inflight: c.Inflight, Memory: c.Memory, Hangs: c.Hangs, Stuck: c.Stuck}
 	for _, v := range p.servingWorkers() {
 		if v.Slot != i || v.State == stateStopping {
 			continue
@@ -551,7 +561,7 @@ func (s *Supervisor) askStats(deadline time.Time) {
 	var waits []<-chan struct{}
 	var asked []*workerProc
 	s.keyMu.Lock()
-	now := time.Now().UnixNano()
+	now := monoNow()
 	for _, p := range procs {
 		replied := p.nextReply()
 		p.askedAt.CompareAndSwap(0, now) // a question it cannot even take is unanswered too

@@ -740,8 +740,12 @@ type workerProc struct {
 	hung         bool   // it did not answer a probe in time, and is being ended (watch.go)
 
 	// askedAt is when the oldest stats question it has not answered was
-	// asked, in Unix nanoseconds; 0: none pending.
+	// asked, on monoNow's clock; 0: none pending.
 	askedAt atomic.Int64
+	silence silence // the probe's alone (watch.go)
+	// leftBehind is closed when a hung worker outlived its SIGKILL and
+	// its slot is respawned without waiting for its exit (watch.go).
+	leftBehind chan struct{}
 
 	readyAt atomic.Int64 // when it reported ready, in Unix nanoseconds; 0 until then
 
@@ -749,6 +753,22 @@ type workerProc struct {
 	stats       *workerStats
 	stopFailure string        // the App's stop step failed: why
 	replied     chan struct{} // closed, and replaced, at each stats answer
+	killed      error         // why the parent killed it (errHung), for its exit's line; nil: it did not
+}
+
+// killedFor records why the parent is about to kill p, so its exit is
+// told from a crash's or the OOM killer's.
+func (p *workerProc) killedFor(why error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.killed = why
+}
+
+// killReason is why the parent killed p; nil if it did not.
+func (p *workerProc) killReason() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killed
 }
 
 // event is one thing a worker did: a message, or an error that ends its
@@ -805,7 +825,7 @@ func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*work
 		return nil, fmt.Errorf("worker %d: start: %w", index, refused(err))
 	}
 	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: stdinW, stdout: stdoutR, events: events,
-		out: &lineWriter{w: stdinW}, exited: make(chan struct{}), readerDone: make(chan struct{})}
+		out: &lineWriter{w: stdinW}, exited: make(chan struct{}), readerDone: make(chan struct{}), leftBehind: make(chan struct{})}
 	s.log.Info("worker started", "worker", index, "pid", p.pid)
 	s.counts.begin(p, index)
 	s.readers.Add(1)
@@ -832,8 +852,18 @@ func refused(err error) error {
 	default:
 		return err
 	}
-	return fmt.Errorf("%w (%s)", err, why)
+	return hostRefusal{fmt.Errorf("%w (%s)", err, why)}
 }
+
+// hostRefusal is a spawn's error that the host refused for want of room.
+type hostRefusal struct{ error }
+
+func (r hostRefusal) Unwrap() error      { return r.error }
+func (hostRefusal) Is(target error) bool { return target == errHostRefused }
+
+// errHostRefused is wrapped by a spawn's error when the host refused it
+// for want of room: EAGAIN, EMFILE, ENFILE or ENOMEM (refused).
+var errHostRefused = errors.New("the host refused a new worker")
 
 // read forwards the worker's messages as events until its stdout ends or
 // carries a line that does not decode. It keeps the final counters itself,
@@ -855,6 +885,7 @@ func (s *Supervisor) read(p *workerProc) {
 		if err == nil && m.Type == msgStats && m.Stats != nil {
 			s.counts.seen(p, *m.Stats)
 			p.statsReplied()
+			s.judgeProgress(p, *m.Stats)
 			continue
 		}
 		if !s.deliver(p, event{proc: p, msg: m, err: err}) || err != nil {
@@ -883,8 +914,14 @@ func (s *Supervisor) reap(p *workerProc) {
 	if p.status != nil {
 		status = p.status.Error()
 	}
+	exit := fmt.Errorf("%w: %s", errExited, status)
+	if why := p.killReason(); why != nil {
+		// The parent's own kill, which its budget does not count (heal.go).
+		status = "killed, " + why.Error() + " (" + status + ")"
+		exit = fmt.Errorf("%w: killed, %w (%s)", errExited, why, p.status)
+	}
 	s.counts.end(p, p.getStats(), exitReason(p.status), status)
-	s.deliver(p, event{proc: p, err: fmt.Errorf("%w: %s", errExited, status)})
+	s.deliver(p, event{proc: p, err: exit})
 }
 
 // sweep kills whatever is left in a just-reaped worker's process group. A

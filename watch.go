@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -39,9 +40,11 @@ const defaultWorkerTimeout = 30 * time.Second
 const hungGrace = 2 * time.Second
 
 // probe asks every ready worker of the generation, every quarter of the
-// worker timeout, for its counters, and declares one hung whose oldest
-// unanswered question is older than the timeout. It runs from serve until
-// the generation's stop begins; scrapes ask too, and any answer counts.
+// worker timeout, for its counters, and finds hung one that does not
+// answer (judgeSilence); an answer that reports no progress for the
+// timeout is judged as it arrives (judgeProgress). It runs from serve
+// until the generation's stop begins; scrapes ask too, and any answer
+// counts.
 func (s *Supervisor) probe() {
 	timeout := s.cfg.WorkerTimeout
 	tick := time.NewTicker(timeout / 4)
@@ -64,23 +67,104 @@ func (s *Supervisor) probe() {
 		if stopping {
 			return
 		}
-		now := time.Now()
 		for _, p := range ready {
-			if asked := p.askedAt.Load(); asked != 0 && now.Sub(time.Unix(0, asked)) > timeout {
-				s.hang(p, now.Sub(time.Unix(0, asked)))
-			}
+			s.judgeSilence(p, timeout)
 		}
-		s.askStats(now.Add(timeout / 4))
+		s.askStats(time.Now().Add(timeout / 4))
 	}
 }
+
+// busySilence is how many worker timeouts a worker that is busy, by its
+// CPU time, may leave a probe unanswered before it is found hung all the
+// same: its handlers keep the runtime from scheduling the answer, and
+// it finishes requests meanwhile, or its own stall report says so.
+const busySilence = 3
+
+// monoBase is the origin of monoNow.
+var monoBase = time.Now()
+
+// monoNow is the monotonic clock, in nanoseconds since this process
+// began: the probe's ages are measured on it, so a step of the wall
+// clock (NTP, a suspended VM's catch-up) neither hides a hang nor makes
+// one up.
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// silence is what the probe knows of a worker's unanswered question:
+// its CPU time when the probe first saw it pending. The probe goroutine
+// alone touches it.
+type silence struct {
+	question int64 // the askedAt the rest belongs to
+	at       int64 // monoNow when cpu was read
+	cpu      time.Duration
+	known    bool // cpu could be read (Linux)
+	logged   bool // late but running: said once
+}
+
+// judgeSilence finds p hung when its oldest unanswered question is older
+// than the timeout and it has not run meanwhile: a stopped process, or
+// one stuck in the kernel, uses no CPU. One whose handlers keep its CPU
+// busy answers late and is given up to busySilence timeouts; its own
+// stall report finds it hung if its handlers make no progress. Where
+// another process's CPU time cannot be read, silence alone decides.
+func (s *Supervisor) judgeSilence(p *workerProc, timeout time.Duration) {
+	asked := p.askedAt.Load()
+	if asked == 0 {
+		return
+	}
+	now, q := monoNow(), &p.silence
+	if q.question != asked {
+		*q = silence{question: asked, at: now}
+		q.cpu, q.known = processCPU(p.pid)
+	}
+	silent := time.Duration(now - asked)
+	if silent <= timeout {
+		return
+	}
+	if q.known && silent <= busySilence*timeout {
+		if cpu, ok := processCPU(p.pid); ok && busy(cpu-q.cpu, time.Duration(now-q.at)) {
+			if !q.logged {
+				q.logged = true
+				s.log.Warn("worker late to answer, but running", "worker", p.index, "pid", p.pid,
+					"silent_for", silent.Round(time.Millisecond), "timeout", timeout)
+			}
+			return
+		}
+	}
+	s.hang(p, hangSilent, silent)
+}
+
+// busy reports whether a process that used cpu in wall ran: a tenth of
+// a core. An idle Go process uses far less (a timer, the scavenger); a
+// stopped one none.
+func busy(cpu, wall time.Duration) bool { return cpu > 0 && cpu*10 >= wall }
+
+// judgeProgress finds p hung when its answer says it has made no
+// progress, with requests in flight, for the worker timeout: its
+// serving path is stuck, whether the probe's answer came or not.
+func (s *Supervisor) judgeProgress(p *workerProc, st workerStats) {
+	if t := s.cfg.WorkerTimeout; t > 0 && st.Stalled >= t && p.readyAt.Load() != 0 {
+		s.hang(p, hangStalled, st.Stalled)
+	}
+}
+
+// errHung is wrapped by the loss of a worker the parent killed as hung.
+var errHung = errors.New("hung")
+
+// The two ways a worker is found hung.
+const (
+	hangSilent  = "no answer"   // to the probe, and not running
+	hangStalled = "no progress" // with requests in flight
+)
 
 // hang ends a hung worker: one line that says so, with what it last
 // reported, then SIGQUIT, so the Go runtime writes every goroutine's
 // stack to the log (the one thing that shows where a deadlock is), then
 // SIGKILL after hungGrace. Its exit is then a lost worker's, which the
-// owner of the generation respawns with the slot's backoff, against the
-// budget.
-func (s *Supervisor) hang(p *workerProc, silent time.Duration) {
+// owner of the generation respawns with the slot's backoff (not against
+// the budget: heal.go). One still not reaped unreapedGrace after the
+// kill is stuck in the kernel (a hard NFS mount): it is reported lost
+// then, and its slot respawned beside it.
+func (s *Supervisor) hang(p *workerProc, why string, d time.Duration) {
 	s.mu.Lock()
 	if p.hung || p.gone || s.stopping {
 		s.mu.Unlock()
@@ -89,23 +173,45 @@ func (s *Supervisor) hang(p *workerProc, silent time.Duration) {
 	p.hung = true
 	s.mu.Unlock()
 	last := s.counts.last(p)
-	s.log.Error("worker hung", "worker", p.index, "pid", p.pid, "silent_for", silent.Round(time.Millisecond),
+	d = d.Round(time.Millisecond)
+	s.log.Error("worker hung", "worker", p.index, "pid", p.pid, "why", why, "for", d,
 		"timeout", s.cfg.WorkerTimeout, "inflight", last.Inflight, "memory", last.Memory)
 	s.counts.hung(p)
+	p.killedFor(fmt.Errorf("%w, %s for %v", errHung, why, d))
 	// The worker alone: its descendants go with the kill, from the group.
 	if err := signalProcess(p.pid, syscall.SIGQUIT); err != nil {
 		s.log.Warn("signal failed", "worker", p.index, "pid", p.pid, "signal", syscall.SIGQUIT, "err", err)
 	}
-	go func() {
-		t := time.NewTimer(hungGrace)
-		defer t.Stop()
+	go s.killHung(p)
+}
+
+// unreapedGrace is how long a killed hung worker may take to be reaped
+// before its slot is respawned without it: a process in uninterruptible
+// sleep takes its SIGKILL only when the kernel call returns.
+const unreapedGrace = 5 * time.Second
+
+// killHung kills p after hungGrace unless it exited, and reports it lost
+// if it is still not reaped unreapedGrace later.
+func (s *Supervisor) killHung(p *workerProc) {
+	for _, step := range []time.Duration{hungGrace, unreapedGrace} {
+		t := time.NewTimer(step)
 		select {
 		case <-p.exited:
+			t.Stop()
+			return
 		case <-s.done:
+			t.Stop()
+			return
 		case <-t.C:
-			s.seam.signal(p, syscall.SIGKILL)
 		}
-	}()
+		if step == hungGrace {
+			s.seam.signal(p, syscall.SIGKILL)
+			continue
+		}
+		s.log.Error("worker outlived SIGKILL: stuck in the kernel; its slot is respawned beside it", "worker", p.index, "pid", p.pid, "after", unreapedGrace)
+		close(p.leftBehind)
+		s.observe(event{proc: p, err: fmt.Errorf("%w: killed, %w, and not reaped", errExited, p.killReason())})
+	}
 }
 
 // answerStats answers the parent's stats question: the worker's
@@ -126,7 +232,7 @@ func (rt *workerRuntime) answerStats(out *lineWriter) {
 	}
 	go func() {
 		defer rt.checking.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.HealthTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.WorkerTimeout)
 		defer cancel()
 		if err := rt.app.Health(ctx, rt.h); err != nil {
 			rt.log.Warn("health check failed", "err", err)

@@ -4,7 +4,10 @@ package main
 // and respawned; a healthy one never is; one over its memory is recycled.
 
 import (
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -31,7 +34,7 @@ func startProbeWithStatus(t *testing.T, args ...string) (*servery, string) {
 func TestWorkerWhoseHealthCheckHangsIsKilledWithItsStacksAndRespawned(t *testing.T) {
 	skipWithoutWorkers(t)
 	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s", "-health-fault", "hang-once", "-fault-worker", "1")
-	m := regexp.MustCompile(`level=ERROR msg="worker hung" generation=1 worker=1 pid=(\d+) silent_for=\S+ timeout=1s inflight=\d+ memory=\d+`)
+	m := regexp.MustCompile(`level=ERROR msg="worker hung" generation=1 worker=1 pid=(\d+) why="no answer" for=\S+ timeout=1s inflight=\d+ memory=\d+`)
 	var pid string
 	for deadline := time.Now().Add(15 * time.Second); pid == ""; time.Sleep(10 * time.Millisecond) {
 		if got := m.FindStringSubmatch(s.logs()); got != nil {
@@ -63,12 +66,15 @@ func TestStoppedWorkerIsFoundHungAndRespawned(t *testing.T) {
 	pid := s.workerPIDs()[0]
 	pause(pid) // stuck in the kernel, as far as anyone can tell
 	stopped := time.Now()
-	m := waitLogMatch(t, s, fmt.Sprintf(`msg="worker hung" generation=1 worker=0 pid=%d silent_for=(\S+)`, pid))
+	m := waitLogMatch(t, s, fmt.Sprintf(`msg="worker hung" generation=1 worker=0 pid=%d why="no answer" for=(\S+)`, pid))
 	// Found within the timeout plus one probe interval (a quarter of it),
-	// and a probe the worker had not answered yet.
-	if silent, _ := time.ParseDuration(m[1]); silent > time.Second+time.Second/4+200*time.Millisecond || time.Since(stopped) > 3*time.Second {
+	// and a probe the worker had not answered yet; the bench holds the
+	// strict figure, this the order of it, which a busy box meets.
+	if silent, _ := time.ParseDuration(m[1]); silent > 2*time.Second || time.Since(stopped) > 5*time.Second {
 		t.Errorf("the stopped worker was found hung after %v, silent for %s; want within the timeout (1s) and a probe interval", time.Since(stopped).Round(time.Millisecond), m[1])
 	}
+	// Its loss names the parent's kill, not a crash's signal alone.
+	waitLog(t, s, fmt.Sprintf(`msg="worker lost" generation=1 worker=0 pid=%d reason="exited: killed, hung, no answer for \S+ \(signal: killed\)"`, pid))
 	// A stopped process takes no SIGQUIT: the kill after the grace ends it.
 	r := waitLogMatch(t, s, fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d new_pid=(\d+)`, pid))
 	if !waitGone(pid, 5*time.Second) {
@@ -196,17 +202,77 @@ func TestSlowStartIsNeverAHang(t *testing.T) {
 	}
 }
 
-func TestHandlerSlowerThanTheWorkerTimeoutIsNeverKilled(t *testing.T) {
+func TestHandlerSlowerThanTheWorkerTimeoutThatSaysAliveIsNeverKilled(t *testing.T) {
 	skipWithoutWorkers(t)
-	// A request that takes five worker timeouts, while its worker answers
-	// every probe.
-	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "400ms", "-slow", "2s")
+	// A request that takes five worker timeouts and writes nothing, but
+	// tells servery it is alive, while its worker answers every probe.
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "400ms", "-slow", "2s", "-slow-alive")
 	code, _, err := get(s.addr, "/slow")
 	if err != nil || code != 200 {
 		t.Fatalf("GET /slow = %d, %v; want 200", code, err)
 	}
 	if strings.Contains(s.logs(), "worker hung") {
-		t.Errorf("a worker busy with a slow request was found hung:\n%s", s.logs())
+		t.Errorf("a worker busy with a slow request that says it is alive was found hung:\n%s", s.logs())
+	}
+}
+
+func TestHandlerSlowerThanTheWorkerTimeoutWithNothingElseMovingIsAHang(t *testing.T) {
+	skipWithoutWorkers(t)
+	// The program's choice, as the README says: a handler that runs for
+	// longer than the timeout and neither writes nor says it is alive,
+	// with nothing else moving in its worker, is a stuck serving path.
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "400ms", "-slow", "1m")
+	go get(s.addr, "/slow")
+	m := waitLogMatch(t, s, `msg="request stuck" worker=(\d) pid=\d+ generation=1 method=GET path=/slow running_for=\S+ timeout=400ms`)
+	waitLogMatch(t, s, `msg="worker hung" generation=1 worker=`+m[1]+` pid=\d+ why="no progress" for=\S+ timeout=400ms inflight=1`)
+}
+
+func TestDeadlockedHandlerIsFoundHungWithinTheTimeout(t *testing.T) {
+	skipWithoutWorkers(t)
+	// Every /deadlock after the first waits for ever on a mutex, as a
+	// program's handler that forgot to unlock does. The probe's own
+	// goroutine needs nothing the handlers hold and answers throughout:
+	// what finds the worker hung is that its requests make no progress.
+	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s")
+	began := time.Now()
+	client := &http.Client{Timeout: time.Minute}
+	for range 8 {
+		go func() {
+			if resp, err := client.Get("http://" + s.addr + "/deadlock"); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	m := waitLogMatch(t, s, `msg="worker hung" generation=1 worker=(\d) pid=(\d+) why="no progress" for=(\S+) timeout=1s inflight=\d+`)
+	// Within the timeout plus a probe interval of its requests' stall:
+	// the strict figure is the bench's; a busy box meets this one.
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the deadlocked worker was found hung %v after its requests began; want about 1.25s", took.Round(time.Millisecond))
+	}
+	// The stacks show where: a goroutine parked on the mutex.
+	waitLog(t, s, `SIGQUIT: quit(?s:.*)sync\.\(\*Mutex\)\.Lock`)
+	waitLog(t, s, `msg="worker respawned" generation=1 worker=`+m[1]+` old_pid=`+m[2])
+	if n := scrape(t, addr)[`servery_worker_hangs_total{slot="`+m[1]+`"}`]; n < 1 {
+		t.Errorf(`servery_worker_hangs_total{slot="%s"} = %v; want at least 1`, m[1], n)
+	}
+}
+
+func TestWorkerBusyWithItsOwnRequestsIsNeverFoundHung(t *testing.T) {
+	skipWithoutWorkers(t)
+	// 64 clients of a handler that computes for 20 ms: each worker's CPU
+	// is taken by its handlers, so the probe's answers come late, at the
+	// lowest -worker-timeout there is. Late is not hung: the worker
+	// finishes requests, and it runs.
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s")
+	l := startLoad(t, s.addr, "/spin", 64)
+	deadline := time.Now().Add(time.Minute)
+	for l.ok.Load() < 1500 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	l.stopLoad()
+	if strings.Contains(s.logs(), "worker hung") || l.ok.Load() == 0 || l.refused.Load()+l.other.Load() != 0 {
+		t.Errorf("%d answered, %d refused, %d failed; a worker busy with its own requests was found hung:\n%s",
+			l.ok.Load(), l.refused.Load(), l.other.Load(), s.logs())
 	}
 }
 
@@ -254,5 +320,121 @@ func TestWorkerGrownByItsCacheIsRecycledUnderLoad(t *testing.T) {
 	if n := scrape(t, addr)[`servery_worker_recycles_total{limit="memory"}`]; n < 1 || failed.Load() != 0 {
 		t.Errorf("%v recycles at the memory bound (%d bytes, %d at rest); %d requests answered, %d failed; want a recycle and none failed",
 			n, bound, rest, ok.Load(), failed.Load())
+	}
+}
+
+func TestOneStuckRequestWhileOthersFinishIsNamedNotAHang(t *testing.T) {
+	skipWithoutWorkers(t)
+	// One HTTP/2 connection carries the stuck request and the others, so
+	// they reach the same worker whatever the kernel does with accepts.
+	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "400ms", "-slow", "1m", "-tls-self-signed")
+	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true, MaxConnsPerHost: 1}}
+	t.Cleanup(client.CloseIdleConnections)
+	base := "https://" + s.addr
+	if resp, err := client.Get(base + "/"); err != nil || resp.ProtoMajor != 2 {
+		t.Fatalf("GET / over HTTP/2: %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	go client.Get(base + "/slow")
+	get := func() {
+		resp, err := client.Get(base + "/")
+		if err != nil {
+			t.Fatalf("GET / beside the stuck request: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// Until it is named, then for three more timeouts.
+	for !strings.Contains(s.logs(), `msg="request stuck"`) {
+		get()
+	}
+	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); {
+		get()
+	}
+	logs := s.logs()
+	if strings.Contains(logs, "worker hung") || strings.Count(logs, `msg="request stuck"`) != 1 {
+		t.Errorf("one stuck request beside finishing ones: want it named once and no hang:\n%s", logs)
+	}
+	m := regexp.MustCompile(`msg="request stuck" worker=(\d)`).FindStringSubmatch(logs)
+	slot, _ := strconv.Atoi(m[1])
+	if doc := readStatus(t, addr); doc.Slots[slot].Stuck != 1 {
+		t.Errorf("/status slot %d stuck_requests = %d; want 1", slot, doc.Slots[slot].Stuck)
+	}
+	if n := scrape(t, addr)[`servery_requests_stuck_total{slot="`+m[1]+`"}`]; n != 1 {
+		t.Errorf(`servery_requests_stuck_total{slot="%s"} = %v; want 1`, m[1], n)
+	}
+}
+
+func TestRequestsThatMoveBytesAreNeverAHang(t *testing.T) {
+	skipWithoutWorkers(t)
+	// Each runs for three worker timeouts, at the lowest there is, and
+	// is the only request of its worker: its bytes are its progress.
+	site := t.TempDir()
+	const big = 24 << 20
+	writeFile(t, site, "big.bin", strings.Repeat("x", big))
+	for _, tc := range []struct {
+		name string
+		args []string
+		path string
+		slow bool // read at 8 MiB/s: the download takes seconds
+		want int
+	}{
+		{"download to a slow client", []string{"-dir", site}, "/big.bin", true, big},
+		{"stream", []string{"-slow", "3s"}, "/stream", false, -1},
+		{"hijacked connection", []string{"-slow", "3s"}, "/hijack", false, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-workers", "2", "-worker-timeout", "1s"}, tc.args...)
+			var s *servery
+			if tc.path == "/big.bin" {
+				s = startServery(t, args...)
+			} else {
+				s, _ = startProbeWithStatus(t, args...)
+			}
+			resp, err := http.Get("http://" + s.addr + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var n int
+			for buf := make([]byte, 256<<10); ; {
+				m, err := io.ReadFull(resp.Body, buf)
+				n += m
+				if err != nil {
+					break
+				}
+				if tc.slow {
+					time.Sleep(32 * time.Millisecond)
+				}
+			}
+			if tc.want >= 0 && n != tc.want || n == 0 {
+				t.Errorf("read %d bytes; want %d", n, tc.want)
+			}
+			if strings.Contains(s.logs(), "worker hung") {
+				t.Errorf("a worker whose one request moved bytes was found hung:\n%s", s.logs())
+			}
+		})
+	}
+}
+
+func TestWorkersHungFromOneCauseNeverEndTheService(t *testing.T) {
+	skipWithoutWorkers(t)
+	// Every worker's health check waits for ever, as on a database they
+	// all need: every worker is found hung, again and again, many more
+	// than -max-restarts allows. The kills are servery's own, from one
+	// cause outside the program: the slots back off, the service stays.
+	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s", "-max-restarts", "1", "-health-fault", "hang")
+	for deadline := time.Now().Add(time.Minute); strings.Count(s.logs(), `msg="worker hung"`) < 4; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than 4 hangs in a minute:\n%s", s.logs())
+		}
+	}
+	if strings.Contains(s.logs(), `msg="giving up"`) {
+		t.Fatalf("hang kills spent the budget:\n%s", s.logs())
+	}
+	if doc := readStatus(t, addr); doc.Stopping {
+		t.Errorf("/status says stopping after hangs from one cause")
 	}
 }

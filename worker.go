@@ -60,7 +60,15 @@ type server struct {
 	logFile  io.WriteCloser                  // the access log, when it is a file
 	accepted atomic.Int64
 	served   atomic.Int64
-	inflight atomic.Int64                 // handlers running (counting), which a drain waits for
+	inflight atomic.Int64 // handlers running (counting), which a drain waits for
+	// Progress (progress.go): writes on a request's behalf, and requests
+	// found stuck. requests lists those in flight, while track is set:
+	// in a worker the parent probes, set before serve.
+	moved    atomic.Int64
+	stuck    atomic.Int64
+	stalled  atomic.Int64 // how long, as a time.Duration, no progress with requests in flight
+	track    bool
+	requests inflight
 	h1       h1Conns                      // HTTP/1 connections not yet closed (trackConns)
 	ln       atomic.Pointer[net.Listener] // what serve accepts on, for drain to close
 	draining atomic.Bool                  // drain closed ln: serve's end is not an error
@@ -132,17 +140,29 @@ func (srv *server) setIdentity(id *tlsIdentity) error {
 // its connection's drainWriter, which marks the response Connection: close
 // when its header is committed during a drain (see drain). Per request
 // that costs three atomic adds, a context lookup, one comparison (the
-// -max-requests limit, reached once) and no allocation.
+// -max-requests limit, reached once) and no allocation. In a worker the
+// parent probes, each request is also in the set of those in flight
+// (progress.go) while its handler runs: two short holds of a lock, and
+// for HTTP/2 one allocation.
 func (srv *server) counting(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv.inflight.Add(1)
 		defer srv.inflight.Add(-1)
 		var dw *drainWriter
-		if r.ProtoMajor == 1 {
-			if c, ok := r.Context().Value(h1ConnKey{}).(*h1Conn); ok {
-				dw = c.answer(w)
-				w = dw
+		c, _ := r.Context().Value(h1ConnKey{}).(*h1Conn)
+		if r.ProtoMajor == 1 && c != nil {
+			dw = c.answer(w)
+			w = dw
+		}
+		if srv.track {
+			var q *inflightReq
+			if r.ProtoMajor == 1 && c != nil {
+				q = &c.req
+			} else {
+				q = new(inflightReq)
 			}
+			srv.requests.add(q, r)
+			defer srv.requests.remove(q)
 		}
 		h.ServeHTTP(w, r)
 		if dw != nil {
@@ -161,7 +181,11 @@ var hdrClose = []string{"close"}
 // returns nil after a drain.
 func (srv *server) serve(ln net.Listener) error {
 	defer close(srv.serving)
-	ln = newLimitListener(ln, srv.cfg.MaxConns, srv.cfg.AcceptPace, srv.cfg.WriteTimeout, &srv.accepted)
+	ll := newLimitListener(ln, srv.cfg.MaxConns, srv.cfg.AcceptPace, srv.cfg.WriteTimeout, &srv.accepted)
+	if srv.track {
+		ll.moved = &srv.moved // progress counts only where the parent probes
+	}
+	ln = ll
 	if srv.tls != nil {
 		// Our own TLS listener rather than ServeTLS, which serves a clone
 		// of the config: rotated ticket keys must reach the one in use.
@@ -224,7 +248,9 @@ func asLimitConn(c net.Conn) *limitConn {
 
 // stats returns the counters so far.
 func (srv *server) stats() workerStats {
-	return workerStats{Accepted: srv.accepted.Load(), Served: srv.served.Load()}
+	served := srv.served.Load()
+	return workerStats{Accepted: srv.accepted.Load(), Served: served,
+		Progress: served + srv.moved.Load(), Stuck: srv.stuck.Load(), Stalled: time.Duration(srv.stalled.Load())}
 }
 
 // close releases the access log file once serving is over.
@@ -312,6 +338,7 @@ func runWorker(wio workerIO, app App) int {
 		log.Warn("report ready", "err", err)
 	}
 	drained := drainSignal(msgs, rt, out, log)
+	go rt.watchProgress(rt.cfg.WorkerTimeout, out, drained)
 	if rt.cfg.RecycleRequests > 0 || rt.cfg.RecycleAge > 0 || rt.cfg.RecycleMemory > 0 {
 		go askToRecycle(rt, out, drained)
 	}
@@ -399,7 +426,7 @@ func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomi
 		rt.stopApp(ctx)
 		return nil, fmt.Errorf("build runtime: %w", err)
 	}
-	rt.srv.recycleAt = cfg.RecycleRequests
+	rt.srv.recycleAt, rt.srv.track = cfg.RecycleRequests, cfg.WorkerTimeout > 0
 	rt.ln, err = net.FileListener(wio.listener)
 	// The runtime's listener is a duplicate; this copy is not needed.
 	wio.listener.Close()

@@ -59,6 +59,7 @@ type config struct {
 	lifetimeReplacements  int
 	lifetimeLimit         time.Duration
 	lifetimeStep          time.Duration
+	before                string // a servery binary of an earlier commit: throughput rows for it beside today's
 }
 
 var allSections = []string{"throughput", "app", "balance", "startup", "memory", "https", "reload", "heal", "lifetime"}
@@ -108,6 +109,7 @@ func parseConfig(args []string) (config, error) {
 	fs.Float64Var(&c.noisyPct, "noisy-pct", 10, "measure again when other work took more than this % of the CPUs")
 	fs.IntVar(&c.noisyRetries, "noisy-retries", 2, "at most this many times")
 	fs.StringVar(&c.out, "out", "bench/out", "directory for the report and the raw data")
+	fs.StringVar(&c.before, "before", "", "a servery `binary` built from an earlier commit: throughput adds its direct-mode and 2-worker rows to the same round-robin, so a change's cost is measured before and after in one run")
 	fs.IntVar(&c.lifetimeReplacements, "lifetime-replacements", 100000, "lifetime: replace this many workers")
 	fs.DurationVar(&c.lifetimeLimit, "lifetime-limit", time.Hour, "lifetime: stop after this long, replaced or not")
 	fs.DurationVar(&c.lifetimeStep, "lifetime-step", time.Minute, "lifetime: one wrk run between two readings of the parent")

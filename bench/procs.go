@@ -237,6 +237,9 @@ func (b *bench) serverCommand(kind string, w, port int) (argv, env []string) {
 	case "servery":
 		return []string{b.bin["servery"], "-workers", n, "-dir", b.site, "-addr", addr,
 			"-status-addr", "127.0.0.1:" + strconv.Itoa(port+1000)}, nil
+	case "servery-before":
+		return []string{b.cfg.before, "-workers", n, "-dir", b.site, "-addr", addr,
+			"-status-addr", "127.0.0.1:" + strconv.Itoa(port+1000)}, nil
 	case "servery-lifetime":
 		return []string{b.bin["servery"], "-workers", n, "-dir", b.site, "-addr", addr,
 			"-max-requests", strconv.Itoa(lifetimeRequests)}, nil

@@ -122,6 +122,10 @@ func (b *bench) throughput() {
 			rows = append(rows, r)
 		}
 	}
+	if c.before != "" {
+		rows = append(rows, row{"s1b", "servery before (-before)", "servery-before", 1, one, c.wrkCPU, "A"},
+			row{"s2b", "servery before (-before)", "servery-before", 2, one, c.wrkCPU, "A"})
+	}
 	if c.want("app") {
 		for _, w := range []int{1, 2, 4} {
 			rows = append(rows, row{fmt.Sprintf("a%d", w), "servery app (1 KiB from memory)", "app", w, one, c.wrkCPU, "A"})
@@ -155,7 +159,7 @@ func (b *bench) throughput() {
 			results[r.id] = append(results[r.id], trial{res, u})
 			say("  %s req/s, p99 %s ms, errors %d, server CPU %.0f%% of a core, other work on the box %.1f%%",
 				num("%.0f", res.rps), num("%.2f", res.p99ms), res.errors, u.serverPct, u.otherPct)
-			if r.kind == "servery" || r.kind == "app" {
+			if r.kind == "servery" || r.kind == "app" || r.kind == "servery-before" {
 				b.logIssues(name, s.log, nil)
 				if r.workers > 1 {
 					cs := workerCounters(s.log)
@@ -257,6 +261,11 @@ func (b *bench) throughputTable(rows []row, results map[string][]trial, med map[
 	b.rep.mdf("- servery w1 / nginx 1 worker: %s (%s / %s req/s), target >= 0.75x: %s", num("%.2fx", r2), num("%.0f", med["s1"]), num("%.0f", med["n1"]), verdict(r2, ">=", 0.75, 0.85))
 	b.rep.mdf("- servery w4 / servery w1 on one core: %s (%s / %s req/s), target >= 0.9x: %s", num("%.2fx", r3), num("%.0f", med["s4"]), num("%.0f", med["s1"]), verdict(r3, ">=", 0.9, none))
 	b.rep.mdf("- servery w1 / bare net/http (same headers): %s, with `-status-addr` on, target >= 0.95x: %s (%s / %s req/s)", num("%.2fx", r4), verdict(r4, ">=", 0.95, none), num("%.0f", med["s1"]), num("%.0f", med["b1"]))
+	if c.before != "" {
+		b.rep.mdf("- before and after, in this round-robin: direct mode %s (%s / %s req/s), 2 workers %s (%s / %s req/s); before: `%s`",
+			num("%.3fx", ratio(med["s1"], med["s1b"])), num("%.0f", med["s1"]), num("%.0f", med["s1b"]),
+			num("%.3fx", ratio(med["s2"], med["s2b"])), num("%.0f", med["s2"]), num("%.0f", med["s2b"]), c.before)
+	}
 	b.rep.md("", "### N workers with GOMAXPROCS=1 vs 1 process with GOMAXPROCS=N (group B, two cores, wrk sharing them)", "")
 	b.rep.mdf("- servery 2 workers / net/http GOMAXPROCS=2: %s; servery 2 workers / nginx 2 workers: %s; servery 2 workers on 2 cores / servery 1 worker on 1 core: %s",
 		num("%.2fx", ratio(med["s2p"], med["h2p"])), num("%.2fx", ratio(med["s2p"], med["n2p"])), num("%.2fx", ratio(med["s2p"], med["s1"])))
@@ -265,7 +274,7 @@ func (b *bench) throughputTable(rows []row, results map[string][]trial, med map[
 
 func workersLabel(r row) string {
 	switch r.kind {
-	case "servery", "app":
+	case "servery", "app", "servery-before":
 		if r.workers == 1 {
 			return "1 (direct mode)"
 		}

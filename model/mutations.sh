@@ -887,11 +887,102 @@ m_outq-progress() {
 	edit drain.go '				if n := unsent(c.conn); n > 0 && n != c.unsentSeen {' '				if n := unsent(c.conn); n > 0 {'
 }
 
-mutant hang "a worker that does not answer the parent's probe within -worker-timeout is killed, its stacks logged, and respawned" \
-	"no worker is ever found hung" \
+mutant hang "a worker that does not answer the parent's probe within -worker-timeout, and does not run, is killed, its stacks logged, and respawned" \
+	"no worker is ever found hung for its silence" \
 	"TestWorkerWhoseHealthCheckHangsIsKilledWithItsStacksAndRespawned TestStoppedWorkerIsFoundHungAndRespawned"
 m_hang() {
-	edit watch.go '			if asked := p.askedAt.Load(); asked != 0 && now.Sub(time.Unix(0, asked)) > timeout {' '			if asked := p.askedAt.Load(); false && asked != 0 && now.Sub(time.Unix(0, asked)) > timeout {'
+	edit watch.go '	s.hang(p, hangSilent, silent)' ''
+}
+
+mutant hang-progress "a worker whose requests make no progress for -worker-timeout is hung, though it answers every probe" \
+	"no worker is ever found hung for its stall" \
+	"TestDeadlockedHandlerIsFoundHungWithinTheTimeout TestHandlerSlowerThanTheWorkerTimeoutWithNothingElseMovingIsAHang"
+m_hang-progress() {
+	edit watch.go '	if t := s.cfg.WorkerTimeout; t > 0 && st.Stalled >= t && p.readyAt.Load() != 0 {' '	if t := s.cfg.WorkerTimeout; false && t > 0 && st.Stalled >= t && p.readyAt.Load() != 0 {'
+}
+
+mutant hang-bytes "bytes written on a request's behalf are progress: a slow download, a stream, a hijacked connection are never a hang" \
+	"a write is no progress" \
+	"TestRequestsThatMoveBytesAreNeverAHang"
+m_hang-bytes() {
+	edit listener.go '		c.h1.moved.Add(1)' ''
+}
+
+mutant hang-alive "a handler that says it is alive (Alive) is progress" \
+	"Alive does nothing" \
+	"TestHandlerSlowerThanTheWorkerTimeoutThatSaysAliveIsNeverKilled"
+m_hang-alive() {
+	edit progress.go '	if c, ok := r.Context().Value(h1ConnKey{}).(*h1Conn); ok && c.moved != nil {' '	if c, ok := r.Context().Value(h1ConnKey{}).(*h1Conn); false && ok && c.moved != nil {'
+}
+
+mutant hang-busy "a worker late to answer while its CPU is busy is not hung" \
+	"lateness alone is a hang" \
+	"TestWorkerBusyWithItsOwnRequestsIsNeverFoundHung"
+m_hang-busy() {
+	edit watch.go 'func busy(cpu, wall time.Duration) bool { return cpu > 0 && cpu*10 >= wall }' 'func busy(cpu, wall time.Duration) bool { return false }'
+}
+
+mutant stuck "one stuck request is named once and counted; its worker serves on" \
+	"stuck requests are neither named nor counted" \
+	"TestOneStuckRequestWhileOthersFinishIsNamedNotAHang TestHandlerSlowerThanTheWorkerTimeoutWithNothingElseMovingIsAHang"
+m_stuck() {
+	edit progress.go '		rt.logStuck(srv.requests.look(every, timeout), timeout)' ''
+}
+
+mutant hang-budget "hang kills do not spend -max-restarts: the slot backs off instead" \
+	"a hang kill counts against the budget" \
+	"TestWorkersHungFromOneCauseNeverEndTheService"
+m_hang-budget() {
+	edit heal.go '	case !errors.Is(ev.err, errHung) && v.overBudget(l, time.Now(), ev.err):' '	case v.overBudget(l, time.Now(), ev.err):'
+}
+
+mutant hang-named "a worker servery killed as hung is named so in its loss" \
+	"the loss says only the signal" \
+	"TestStoppedWorkerIsFoundHungAndRespawned"
+m_hang-named() {
+	edit supervisor.go '	if why := p.killReason(); why != nil {' '	if why := p.killReason(); false && why != nil {'
+}
+
+mutant unreaped "a hung worker that outlives its SIGKILL (uninterruptible sleep) is reported lost and its slot respawned beside it" \
+	"the slot waits for its exit for ever" \
+	"TestHungWorkerThatOutlivesItsKillIsRespawnedBesideIt"
+m_unreaped() {
+	edit watch.go '		close(p.leftBehind)' '		continue'
+}
+
+mutant monotonic "the probe measures ages on the monotonic clock" \
+	"askedAt is a Unix time" \
+	"TestProbeAgesAreMeasuredOnTheMonotonicClock"
+m_monotonic() {
+	edit status.go '	now := monoNow()' '	now := time.Now().UnixNano()'
+}
+
+mutant refusals "a spawn the host refuses is retried while another worker serves, never spent from the budget" \
+	"a refusal counts as a failed respawn" \
+	"TestRefusedSpawnsKeepAServingServiceServingUntilTheHostHasRoom"
+m_refusals() {
+	edit heal.go '	if errors.Is(ev.err, errHostRefused) && h.serving(ev.slot) {' '	if false && errors.Is(ev.err, errHostRefused) && h.serving(ev.slot) {'
+}
+
+mutant refusals-none "with no worker serving, refusals spend the budget" \
+	"refusals never end the service" \
+	"TestRefusedSpawnsWithNoWorkerServingSpendTheBudget"
+m_refusals-none() {
+	edit heal.go '	if errors.Is(ev.err, errHostRefused) && h.serving(ev.slot) {' '	if errors.Is(ev.err, errHostRefused) {'
+}
+
+mutant draining-slot "a recycled slot's new worker, lost while the old one drains, is respawned at once" \
+	"the recycle holds its slot until the old worker has gone" \
+	"TestLossOfARecyclesReplacementIsRespawnedWhileTheOldWorkerDrains"
+m_draining-slot() {
+	edit slot.go '		r.retired = s.gone(old)' '		r.retired = s.gone(old); <-r.retired'
+}
+
+mutant memory-early "a worker over its memory bound as it starts is recycled after the slot's backoff, with one warning" \
+	"it is recycled at once, every time" \
+	"TestWorkerOverItsMemoryBoundAsItStartsBacksOff"
+m_memory-early() {
+	edit heal.go '	if ev.limit != "memory" || time.Since(s.since) >= v.heal.Steady {' '	if true {'
 }
 
 mutant hang-health "a worker answers the probe only once its App's health check passed" \
