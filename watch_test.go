@@ -347,8 +347,10 @@ func TestOneStuckRequestWhileOthersFinishIsNamedNotAHang(t *testing.T) {
 		resp.Body.Close()
 	}
 	// Until it is named, then for three more timeouts.
-	for !strings.Contains(s.logs(), `msg="request stuck"`) {
-		get()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.logs(), `msg="request stuck"`); get() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stuck request was not named within 30s:\n%s", s.logs())
+		}
 	}
 	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); {
 		get()

@@ -968,7 +968,7 @@ mutant refusals-none "with no worker serving, refusals spend the budget" \
 	"refusals never end the service" \
 	"TestRefusedSpawnsWithNoWorkerServingSpendTheBudget"
 m_refusals-none() {
-	edit heal.go '	if errors.Is(ev.err, errHostRefused) && h.serving(ev.slot) {' '	if errors.Is(ev.err, errHostRefused) {'
+	edit heal.go '	if errors.Is(ev.err, errHostRefused) && h.serving(ev.slot) {' '	if errors.Is(ev.err, errHostRefused) && (h != nil || true) {'
 }
 
 mutant draining-slot "a recycled slot's new worker, lost while the old one drains, is respawned at once" \
