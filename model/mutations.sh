@@ -1020,6 +1020,22 @@ m_json-workers() {
 	edit worker.go '		err = sink.setFormat(cfg.LogFormat) // the parent'"'"'s: the same command line' '		_ = cfg'
 }
 
+# The log catalogue: each way a message could escape DESIGN.md's list.
+for kind in log logattrs context const var concat word prepared ready; do
+	mutant "catalogue-$kind" "every message servery logs is in DESIGN.md's catalogue, and every one listed is logged" \
+		"a message by $kind" "TestEveryLogMessageIsCatalogued"
+done
+nl_at='func nameLogger(log *slog.Logger, name string) *slog.Logger {'
+m_catalogue-log() { edit worker.go "$nl_at" "$nl_at"' log.Log(context.Background(), slog.LevelInfo, "an uncatalogued message")'; }
+m_catalogue-logattrs() { edit worker.go "$nl_at" "$nl_at"' log.LogAttrs(context.Background(), slog.LevelInfo, "an uncatalogued message")'; }
+m_catalogue-context() { edit worker.go "$nl_at" "$nl_at"' log.InfoContext(context.Background(), "an uncatalogued message")'; }
+m_catalogue-const() { edit worker.go "$nl_at" "$nl_at"' const m = "an uncatalogued message"; log.Info(m)'; }
+m_catalogue-var() { edit worker.go "$nl_at" "$nl_at"' m := "worker " + name; log.Info(m)'; }
+m_catalogue-concat() { edit worker.go "$nl_at" "$nl_at"' log.Info("worker " + name)'; }
+m_catalogue-word() { edit barrier.go '	s.log.Info("committing", "workers", len(procs), "prepared_in", since(began))' ''; }
+m_catalogue-prepared() { edit barrier.go '	return [...]string{"started", "prepared", "ready"}[st]' '	return [...]string{"started", "prepped", "ready"}[st]'; }
+m_catalogue-ready() { edit barrier.go '	return [...]string{"started", "prepared", "ready"}[st]' '	return [...]string{"started", "prepared", "all ready"}[st]'; }
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
