@@ -363,6 +363,31 @@ func TestProgramPrintsGoToTheLogNotTheProtocol(t *testing.T) {
 	}
 }
 
+func TestPrintBeforeMainGoesToTheLog(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	// Each worker prints before servery's code runs in it, as a library's
+	// init() does.
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", site, "-workers", "2")
+	cmd.Env = append(os.Environ(), mainEnv+"=1", faultEnv+"="+faultPrintsBeforeMain)
+	s := launchServery(t, cmd)
+	if code, body, err := get(s.addr, "/"); err != nil || code != http.StatusOK || body != "hello" {
+		t.Fatalf("GET / = %d %q, %v; want 200 hello", code, body, err)
+	}
+	logs := s.logs()
+	if n := strings.Count(logs, initPrint); n != 2 {
+		t.Errorf("the log has %d of the workers' prints %q; want 2", n, initPrint)
+	}
+	if strings.Contains(logs, "malformed") || strings.Contains(logs, "rolling back") {
+		t.Errorf("a print before main reached the protocol")
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Errorf("exit status %d; want %d", code, exitOK)
+	}
+}
+
 func TestDirectStartupTimeoutHoldsWhenStartIgnoresIt(t *testing.T) {
 	marks := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-marks", marks, "-workers", "1",

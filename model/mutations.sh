@@ -738,11 +738,18 @@ m_recycle-failure() {
 	edit heal.go '	if ev.recycle && !slices.Contains(lost, s.pid) {' '	if false {'
 }
 
-mutant stdio "a program's prints go to the log, never to the protocol's pipe" \
-	"the worker speaks the protocol on fds 0 and 1, which the program shares" \
-	"TestProgramPrintsGoToTheLogNotTheProtocol"
+mutant stdio "a program's prints, in init() too, go to the log, never to the protocol's pipe" \
+	"the worker's stdout is the protocol's output pipe, as the design record had it" \
+	"TestProgramPrintsGoToTheLogNotTheProtocol TestPrintBeforeMainGoesToTheLog"
 m_stdio() {
-	edit worker.go '	in, out, err := claimStdio()' '	in, out, err := os.Stdin, os.Stdout, error(nil)'
+	edit supervisor.go 'cmd.Stdin, cmd.Stdout = nil, cmd.Stderr' 'cmd.Stdin, cmd.Stdout = nil, outW'
+}
+
+mutant pipes-cloexec "no child a worker starts holds the protocol's pipes" \
+	"the inherited pipes are left inheritable" \
+	"TestWorkersChildrenInheritNoProtocolPipe"
+m_pipes-cloexec() {
+	edit stdio_unix.go '	syscall.CloseOnExec(fd)' '	_ = syscall.CloseOnExec'
 }
 
 mutant write-timeout-tls "a client that stops reading is cut at -write-timeout over TLS too" \
