@@ -922,6 +922,27 @@ m_memory() {
 	edit watch.go '			if rss := residentBytes(); rss > limit {' '			if rss := residentBytes(); false && rss > limit {'
 }
 
+mutant timeout-floor "-worker-timeout below its floor (1s) is a usage error" \
+	"any positive timeout is taken, 3ns included" \
+	"TestBadConfigurationExitsTwoNamingTheFlag"
+m_timeout-floor() {
+	edit config.go '	case cfg.WorkerTimeout > 0 && cfg.WorkerTimeout < minWorkerTimeout:' '	case false:'
+}
+
+mutant memory-floor "-max-worker-memory below its floor (32MiB) is a usage error" \
+	"any positive bound is taken, 100 bytes included" \
+	"TestBadConfigurationExitsTwoNamingTheFlag"
+m_memory-floor() {
+	edit config.go '	case cfg.MaxWorkerMemory > 0 && cfg.MaxWorkerMemory < minWorkerMemory:' '	case false:'
+}
+
+mutant cache-warn "a cache budget at or above -max-worker-memory is warned of at start" \
+	"only a budget above the bound is" \
+	"TestCacheAtOrAboveTheMemoryBoundIsWarnedAtStart"
+m_cache-warn() {
+	edit config.go '	if ok && int64(*cache) >= cfg.MaxWorkerMemory {' '	if ok && int64(*cache) > cfg.MaxWorkerMemory {'
+}
+
 mutant watchdog "WATCHDOG=1 comes from the lifecycle loop, so a wedged loop stops it" \
 	"the watchdog pings from its own goroutine" \
 	"TestWatchdogPingsWhileTheLoopRunsAndStopsWhenItIsWedged"
