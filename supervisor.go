@@ -191,7 +191,14 @@ func (s *Supervisor) selfCommand(_ int, args []string) (*exec.Cmd, error) {
 		run = s.exe.Name()
 	}
 	cmd := exec.Command(run, args...)
-	cmd.Args[0] = s.exe.Name() // what the worker sees as its name
+	// The parent's own argv[0]: a worker's os.Args is the parent's, so it
+	// names itself as the parent does (programName, and the kernel's name,
+	// nameProcess), ps shows the same command line, and a program that
+	// runs os.Args[0] finds itself. Rejected: a title with the generation
+	// and slot, as nginx's "nginx: worker process". Go cannot rewrite its
+	// argv after exec, and one given at exec would be the worker's
+	// os.Args[0], which programs read as their name or path.
+	cmd.Args[0] = os.Args[0]
 	return cmd, nil
 }
 

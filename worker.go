@@ -558,6 +558,7 @@ func drainSignal(msgs <-chan message, rt *workerRuntime, out *lineWriter, log *s
 // App's flags hold their values here too. Either failure is reported as a
 // failed message.
 func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App) int {
+	nameProcess(programName()) // the parent's, as ps and pgrep show it
 	sink := newLogSink(os.Stderr)
 	log := sink.logger()
 	named := nameLogger(log, os.Getenv(workerNameEnv))

@@ -943,6 +943,20 @@ m_cache-warn() {
 	edit config.go '	if ok && int64(*cache) >= cfg.MaxWorkerMemory {' '	if ok && int64(*cache) > cfg.MaxWorkerMemory {'
 }
 
+mutant proc-name "pgrep -x, ps -e and top show a worker by the program's name" \
+	"a worker keeps the kernel's name of the /proc/self/fd/N it runs" \
+	"TestWorkersAreNamedAfterTheProgram"
+m_proc-name() {
+	edit worker.go '	nameProcess(programName())' '	_ = programName'
+}
+
+mutant proc-argv "a worker's command line, and its name, are the parent's" \
+	"a worker's argv[0] is its executable's path" \
+	"TestWorkersAreNamedAfterTheProgram"
+m_proc-argv() {
+	edit supervisor.go '	cmd.Args[0] = os.Args[0]' '	cmd.Args[0] = s.exe.Name()'
+}
+
 mutant watchdog "WATCHDOG=1 comes from the lifecycle loop, so a wedged loop stops it" \
 	"the watchdog pings from its own goroutine" \
 	"TestWatchdogPingsWhileTheLoopRunsAndStopsWhenItIsWedged"
