@@ -29,7 +29,8 @@ const appEnv = "SERVERY_TEST_APP"
 // probeApp is an App whose flags choose a fault in one worker's start or
 // stop. It writes a marker file in -marks for each step it takes, holding
 // the time it took it, and answers every request with its identity;
-// /slow answers after -slow.
+// /slow answers after -slow, and -ballast makes every worker that much
+// bigger from its start.
 func probeApp(fs *flag.FlagSet) App {
 	p := &probe{}
 	fs.StringVar(&p.marks, "marks", "", "directory for marker files")
@@ -38,7 +39,8 @@ func probeApp(fs *flag.FlagSet) App {
 	fs.IntVar(&p.faultGeneration, "fault-generation", 0, "the generation whose start misbehaves; 0: every one")
 	fs.StringVar(&p.stopFault, "stop-fault", "", "hang, or fail")
 	fs.IntVar(&p.stopFaultGeneration, "stop-fault-generation", 0, "the generation whose stop misbehaves; 0: every one")
-	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes")
+	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes, and a slow start")
+	fs.Var((*byteSize)(&p.ballast), "ballast", "resident bytes every worker's start allocates, touches and keeps")
 	fs.IntVar(&p.parentReloads, "parent-reloads", 0, "reloads the program's parent asks for through Control, then it stops; 0: no Parent")
 	fs.BoolVar(&p.print, "print", false, "print a line to stdout in the start step and in every request, as a debugging program does")
 	fs.StringVar(&p.healthFault, "health-fault", "", "hang-once: the first -fault-worker's health check never returns (ignoring its context); later ones pass. hang: every worker's, every time, as a database every worker waits on does")
@@ -74,6 +76,7 @@ type probe struct {
 	stopFaultGeneration          int
 	parentReloads                int
 	slow                         time.Duration
+	ballast                      int64
 	print                        bool
 	healthFault                  string
 	slowAlive                    bool
@@ -100,8 +103,9 @@ func (p *probe) health(ctx context.Context, h http.Handler) error {
 
 // probeHandler is one worker's handler, which knows the worker.
 type probeHandler struct {
-	p *probe
-	w Worker
+	p       *probe
+	w       Worker
+	ballast []byte // -ballast, resident for the handler's life
 }
 
 func (p *probe) mark(name string) {
@@ -113,7 +117,7 @@ func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
 	if w.Index == p.faultWorker && (p.faultGeneration == 0 || w.Generation == p.faultGeneration) {
 		switch p.startFault {
 		case "slow":
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(p.slow)
 		case "fail":
 			return nil, errors.New("no database")
 		case "panic":
@@ -136,7 +140,11 @@ func (p *probe) start(ctx context.Context, w Worker) (http.Handler, error) {
 	if p.print {
 		fmt.Println("starting worker", w.Index)
 	}
-	return &probeHandler{p: p, w: w}, nil
+	ballast := make([]byte, p.ballast)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1 // a page touched is a page resident
+	}
+	return &probeHandler{p: p, w: w, ballast: ballast}, nil
 }
 
 func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -404,6 +412,31 @@ func TestProgramPrintsGoToTheLogNotTheProtocol(t *testing.T) {
 	}
 	if strings.Contains(logs, "worker lost") || strings.Contains(logs, "malformed") {
 		t.Errorf("a print cost a worker its life")
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(10 * time.Second); code != exitOK {
+		t.Errorf("exit status %d; want %d", code, exitOK)
+	}
+}
+
+func TestPrintBeforeMainGoesToTheLog(t *testing.T) {
+	skipWithoutWorkers(t)
+	site := t.TempDir()
+	writeFile(t, site, "index.html", "hello")
+	// Each worker prints before servery's code runs in it, as a library's
+	// init() does.
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", site, "-workers", "2")
+	cmd.Env = append(os.Environ(), mainEnv+"=1", faultEnv+"="+faultPrintsBeforeMain)
+	s := launchServery(t, cmd)
+	if code, body, err := get(s.addr, "/"); err != nil || code != http.StatusOK || body != "hello" {
+		t.Fatalf("GET / = %d %q, %v; want 200 hello", code, body, err)
+	}
+	logs := s.logs()
+	if n := strings.Count(logs, initPrint); n != 2 {
+		t.Errorf("the log has %d of the workers' prints %q; want 2", n, initPrint)
+	}
+	if strings.Contains(logs, "malformed") || strings.Contains(logs, "rolling back") {
+		t.Errorf("a print before main reached the protocol")
 	}
 	s.signal(syscall.SIGTERM)
 	if code := s.wait(10 * time.Second); code != exitOK {

@@ -3,13 +3,15 @@ package main
 // barrier.go holds the wire protocol between the parent and its workers and
 // the parent's side of the all-or-nothing startup barrier.
 //
-// The protocol is JSON lines. The parent writes to a worker's stdin: one
-// config message, then, once every worker is prepared, one commit, and
-// after it only rotated ticket keys; closing stdin is the drain signal.
-// The worker writes to its stdout: starting (its App's start step runs),
-// prepared, ready, failed (with a reason), recycle (once, at its
-// -max-requests or -max-worker-age) and, after a drain, done (with its
-// counters). Logs go to stderr and never mix with the protocol.
+// The protocol is JSON lines on two pipes, the worker's fds 4 and 5
+// (spawn). The parent writes to a worker's protocol input, its "stdin" in
+// this record: one config message, then, once every worker is prepared,
+// one commit, and after it only rotated ticket keys; closing it is the
+// drain signal. The worker writes to its protocol output: starting (its
+// App's start step runs), prepared, ready, failed (with a reason),
+// recycle (once, at its -max-requests or -max-worker-age) and, after a
+// drain, done (with its counters). Logs go to stderr, and the worker's
+// stdout goes there too: neither ever mixes with the protocol.
 //
 // A worker that replaces a lost or recycled one in its slot goes through
 // the same barrier alone: config, prepared, commit, ready.
@@ -29,7 +31,9 @@ import (
 
 // protocolVersion is carried in workerEnv and in the config message, so a
 // worker started from a different build refuses to run instead of
-// misreading the parent.
+// misreading the parent. 7: the pipes moved from stdin and stdout to
+// fds 4 and 5; stats carry the worker's
+// progress, stall and stuck requests.
 const protocolVersion = 7
 
 // workerEnv selects worker mode when set, with the protocol version as its

@@ -133,15 +133,24 @@ func startWorkerProcess(t *testing.T, version string, args ...string) *workerPro
 	defer f.Close()
 	w := &workerProcess{cmd: exec.Command(os.Args[0], args...), ln: ln.(*net.TCPListener)}
 	w.cmd.Env = append(os.Environ(), workerEnv+"="+version)
-	w.cmd.ExtraFiles = []*os.File{f}
 	w.cmd.Stderr = os.Stderr
-	w.stdin, _ = w.cmd.StdinPipe()
-	stdout, _ := w.cmd.StdoutPipe()
-	w.out = newLineReader(stdout)
-	if err := w.cmd.Start(); err != nil {
+	inR, inW, err := os.Pipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.cmd.Process.Kill(); w.cmd.Wait() })
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cmd.ExtraFiles = []*os.File{f, inR, outW} // fds 3, 4 and 5, as spawn passes them
+	w.stdin, w.out = inW, newLineReader(outR)
+	err = w.cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.cmd.Process.Kill(); w.cmd.Wait(); inW.Close(); outR.Close() })
 	return w
 }
 

@@ -65,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		fmt.Fprintf(stderr, "%s: %v\n", programName(), err)
 		return exitUsage
 	}
+	cfg.warnCache(appFlags, log)
 	activated, isActivated, err := activatedListener()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: socket activation: %v\n", programName(), err)

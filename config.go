@@ -168,8 +168,8 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultHeal.Window, "the window -max-restarts counts losses in")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "recycle a worker after it answered this many requests, plus up to 10% jitter drawn per worker: its replacement starts first (-workers 2 or more); 0: never")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log lines as text (key=value) or json (one object a line, the same keys), from the parent and every worker")
-	fs.DurationVar(&cfg.WorkerTimeout, "worker-timeout", defaultWorkerTimeout, "a worker whose requests in flight make no progress (none answered, nothing written) for this long, or that neither answers the parent's probe (the app's health check passing) nor runs, is hung: its goroutines' stacks go to the log (SIGQUIT), it is killed and respawned (-workers 2 or more); a request running this long is named in the log; 0: never")
-	fs.Var((*byteSize)(&cfg.MaxWorkerMemory), "max-worker-memory", "recycle a worker whose resident memory exceeds this `size` (its replacement starts first), and give each worker a Go memory limit a tenth below it unless GOMEMLIMIT is set (-workers 2 or more); 0: never")
+	fs.DurationVar(&cfg.WorkerTimeout, "worker-timeout", defaultWorkerTimeout, fmt.Sprintf("a worker whose requests in flight make no progress (none answered, nothing written) for this long, or that neither answers the parent's probe (the app's health check passing) nor runs, is hung: its goroutines' stacks go to the log (SIGQUIT), it is killed and respawned (-workers 2 or more); a request running this long is named in the log; at least %v, or 0: never", minWorkerTimeout))
+	fs.Var((*byteSize)(&cfg.MaxWorkerMemory), "max-worker-memory", fmt.Sprintf("recycle a worker whose resident memory exceeds this `size` (its replacement starts first), and give each worker a Go memory limit a tenth below it unless GOMEMLIMIT is set (-workers 2 or more); at least %s, or 0: never", sizeString(minWorkerMemory)))
 	fs.DurationVar(&cfg.MaxWorkerAge, "max-worker-age", 0, "recycle a worker after it served this long, plus up to 10% jitter drawn per worker (-workers 2 or more); 0: never")
 	fs.StringVar(&cfg.StatusAddr, "status-addr", "", "serve /livez, /readyz, /status (JSON) and /metrics (Prometheus) on this `address`, from the parent process; empty: off")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 0, "stop: for this long after the first SIGTERM, SIGINT or program stop, /readyz answers 503 and STOPPING=1 is sent while every worker serves on; then the usual stop. It adds to the stop's total: up to this plus -force-timeout. A second signal skips it; a reload never applies it")
@@ -341,12 +341,54 @@ func (cfg *config) checkHeal() error {
 		return bad("max-worker-age", "must not be negative, got %v", cfg.MaxWorkerAge)
 	case cfg.WorkerTimeout < 0:
 		return bad("worker-timeout", "must not be negative, got %v", cfg.WorkerTimeout)
+	case cfg.WorkerTimeout > 0 && cfg.WorkerTimeout < minWorkerTimeout:
+		return bad("worker-timeout", "at least %v, or 0 for never, got %v: a healthy worker on a busy host can take longer than that to answer", minWorkerTimeout, cfg.WorkerTimeout)
 	case cfg.MaxWorkerMemory < 0:
 		return bad("max-worker-memory", "must not be negative, got %d", cfg.MaxWorkerMemory)
+	case cfg.MaxWorkerMemory > 0 && cfg.MaxWorkerMemory < minWorkerMemory:
+		return bad("max-worker-memory", "at least %s, or 0 for never, got %s: a fresh worker would be over it and recycled again and again", sizeString(minWorkerMemory), sizeString(cfg.MaxWorkerMemory))
 	case cfg.Workers == 1 && len(cfg.healSet) > 0:
 		return bad(cfg.healSet[0], "direct mode (-workers 1) has no worker to replace or recycle: its service manager restarts the process; use -workers 2 or more")
 	}
 	return nil
+}
+
+// The floors of -worker-timeout and -max-worker-memory, unless 0 (off):
+// the least a real worker can meet.
+//
+// A healthy worker answers a probe within milliseconds, but a busy host
+// delays it: the scheduler behind CPU-bound requests, a garbage
+// collection, page faults on a swapping host, the race detector. Under
+// -race a 400 ms timeout killed a healthy worker under load that answered
+// in 410 ms, and 2 ms killed idle ones; a second is the least that keeps
+// such delays from reading as a hang, and still finds a hung worker
+// within seconds.
+//
+// A fresh static worker is about 9 MiB resident (VmRSS of each worker of
+// -workers 2 at rest, and after 300 requests), 25 MiB built with -race and
+// serving TLS. Below its own size a worker is over its bound from its
+// start and recycled without end (4 MiB: 168 recycles in 10 s). 32 MiB is
+// the least that leaves a fresh worker room to serve: its connections'
+// buffers and goroutines, up to -max-conns of them.
+const (
+	minWorkerTimeout = time.Second
+	minWorkerMemory  = 32 << 20
+)
+
+// warnCache warns, once, at start, when the App's cache budget alone,
+// -cache-bytes (the static site's flag, or a program's own of servery's
+// size type), is at or above -max-worker-memory: a worker whose cache
+// fills would be over its bound, recycled, and its replacement would
+// start again with an empty cache.
+func (cfg *config) warnCache(appFlags *flag.FlagSet, log *slog.Logger) {
+	f := appFlags.Lookup("cache-bytes")
+	if f == nil || cfg.MaxWorkerMemory == 0 {
+		return
+	}
+	cache, ok := f.Value.(*byteSize)
+	if ok && int64(*cache) >= cfg.MaxWorkerMemory {
+		log.Warn("cache budget at or above -max-worker-memory", "cache_bytes", cache.String(), "max_worker_memory", sizeString(cfg.MaxWorkerMemory))
+	}
 }
 
 // heal returns the policy for a lost worker that the flags ask for.
@@ -432,6 +474,16 @@ var sizeUnits = []struct {
 	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
 	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
 	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+}
+
+// sizeString prints n as a byteSize does, with "bytes" when it has no
+// unit, for messages.
+func sizeString(n int64) string {
+	s := (*byteSize)(&n).String()
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil && n != 0 {
+		s += " bytes"
+	}
+	return s
 }
 
 // String prints the size in the largest binary unit that divides it.

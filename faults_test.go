@@ -88,6 +88,10 @@ const (
 	// the protocol right after ready and then ignores SIGTERM and the
 	// stdin EOF: a worker lost while it still runs, until SIGKILL.
 	faultBadAfterReady = "bad-after-ready"
+	// faultPrintsBeforeMain prints a line to stdout before it calls the
+	// worker's entry, as a library that prints in its init() does, then
+	// is the real worker.
+	faultPrintsBeforeMain = "prints-before-main"
 )
 
 // testWorker runs one worker process with fault injected; "" is the real
@@ -96,7 +100,10 @@ func testWorker(fault string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("fault", fault)
 	delay := faultDelay()
 	switch fault {
-	case "":
+	case "", faultPrintsBeforeMain:
+		if fault == faultPrintsBeforeMain {
+			fmt.Println(initPrint)
+		}
 		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 		return workerEntry(os.Getenv(workerEnv), os.Args[1:], fs, testApp(fs))
 	case faultFail, faultExit, faultGarbage, faultHang:
@@ -105,17 +112,18 @@ func testWorker(fault string) int {
 		return laterWorker(fault, startNumber())
 	}
 	// The rest run the real worker through a changed workerIO. Only they
-	// wrap fd 3 in a File: two Files for one descriptor would close it
-	// twice, the second time after the number was reused.
+	// wrap fds 3, 4 and 5 in Files: two Files for one descriptor would
+	// close it twice, the second time after the number was reused.
 	wio := realWorkerIO(log)
+	in, out := wio.in, wio.out
 	switch fault {
 	case faultSlowPrepared:
-		wio.out = &delayedWriter{w: os.Stdout, match: `"prepared"`, delay: delay}
+		wio.out = &delayedWriter{w: out, match: `"prepared"`, delay: delay}
 	case faultSlowReady:
-		wio.out = &delayedWriter{w: os.Stdout, match: `"ready"`, delay: delay}
+		wio.out = &delayedWriter{w: out, match: `"ready"`, delay: delay}
 	case faultSlowReadyOne:
 		if claimPIDFile() {
-			wio.out = &delayedWriter{w: os.Stdout, match: `"ready"`, delay: delay}
+			wio.out = &delayedWriter{w: out, match: `"ready"`, delay: delay}
 		}
 	case faultGrandchild:
 		if err := startGrandchild(); err != nil {
@@ -126,15 +134,15 @@ func testWorker(fault string) int {
 	case faultStubborn:
 		signal.Ignore(syscall.SIGTERM)
 		wio.term = nil
-		wio.in = endless{os.Stdin}
+		wio.in = endless{in}
 	case faultDeaf:
-		wio.in = endless{os.Stdin}
+		wio.in = endless{in}
 	case faultHeldPrepared:
-		g := &gatedWriter{w: os.Stdout, match: msgPrepared, gate: os.Getenv(gateEnv), log: log}
+		g := &gatedWriter{w: out, match: msgPrepared, gate: os.Getenv(gateEnv), log: log}
 		wio.out = g
 		wio.term = g.filter(wio.term)
 	case faultHeldReady:
-		wio.out = &gatedWriter{w: os.Stdout, match: msgReady, gate: os.Getenv(gateEnv), log: log}
+		wio.out = &gatedWriter{w: out, match: msgReady, gate: os.Getenv(gateEnv), log: log}
 	default:
 		log.Error("unknown fault")
 		return 1
@@ -147,6 +155,9 @@ func testWorker(fault string) int {
 	}
 	return runWorker(wio, app)
 }
+
+// initPrint is what faultPrintsBeforeMain prints.
+const initPrint = "mylib v1.2 initialised"
 
 // testApp is the App a test worker serves: probeApp when appEnv asks for
 // it, the static site otherwise.
@@ -169,12 +180,14 @@ func runStatic(args []string, stdout, stderr io.Writer) int {
 func brokenWorker(fault string) int {
 	switch fault {
 	case faultFail:
-		newLineReader(os.Stdin).next()
-		(&lineWriter{w: os.Stdout}).send(message{Type: msgFailed, Reason: "injected failure"})
+		in, out := testPipes()
+		newLineReader(in).next()
+		(&lineWriter{w: out}).send(message{Type: msgFailed, Reason: "injected failure"})
 		return 1
 	case faultGarbage:
-		fmt.Println("this is not the protocol")
-		io.Copy(io.Discard, os.Stdin)
+		in, out := testPipes()
+		fmt.Fprintln(out, "this is not the protocol")
+		io.Copy(io.Discard, in)
 		return 1
 	case faultHang:
 		time.Sleep(time.Hour)
@@ -195,13 +208,13 @@ func laterWorker(fault string, n int) int {
 	}
 	wio := realWorkerIO(slog.New(slog.NewTextHandler(os.Stderr, nil)).With("fault", fault, "start", n))
 	if crash {
-		wio.out = exitAfter{w: os.Stdout, match: `"ready"`}
+		wio.out = exitAfter{w: wio.out, match: `"ready"`}
 	}
 	if fault == faultBadAfterReady && n == 1 {
-		wio.out = badAfter{w: os.Stdout, match: `"ready"`}
+		wio.out = badAfter{w: wio.out, match: `"ready"`}
 		signal.Ignore(syscall.SIGTERM)
 		wio.term = nil
-		wio.in = endless{os.Stdin}
+		wio.in = endless{wio.in}
 	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	app := testApp(fs)
@@ -265,7 +278,19 @@ func realWorkerIO(log *slog.Logger) workerIO {
 	signal.Ignore(syscall.SIGPIPE)
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
-	return workerIO{in: os.Stdin, out: os.Stdout, listener: os.NewFile(3, "listener"), term: term, log: log}
+	in, out := testPipes()
+	return workerIO{in: in, out: out, listener: os.NewFile(listenerFD, "listener"), term: term, log: log}
+}
+
+// testPipes returns the protocol's pipes as a worker finds them; a test
+// worker started without them exits 1.
+func testPipes() (in, out *os.File) {
+	in, out, err := protocolPipes()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test worker:", err)
+		os.Exit(1)
+	}
+	return in, out
 }
 
 func faultDelay() time.Duration {

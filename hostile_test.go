@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -540,7 +541,7 @@ func skipWithoutProc(t *testing.T) {
 
 // checkWorkerFDs fails unless pid holds only what a worker should: stdin
 // on /dev/null, stdout the same as stderr (fd 2, whatever the parent's
-// was), the protocol's two pipes, moved off fds 0 and 1 (claimStdio),
+// was), the protocol's two pipes (fds 4 and 5, protocolPipes),
 // exactly one descriptor for the listening socket (not fd 3, which it
 // closes once adopted), the served directory (its os.Root), and what the
 // Go runtime opens for itself: epoll, eventfd and pidfd inodes and the
@@ -603,6 +604,26 @@ func TestWorkersInheritOnlyTheirDescriptors(t *testing.T) {
 	for _, pid := range h.sup.pids() {
 		checkWorkerFDs(t, pid, h.dir)
 	}
+}
+
+func TestWorkersChildrenInheritNoProtocolPipe(t *testing.T) {
+	skipWithoutProc(t)
+	// Worker 0 starts a child of its own, with nothing but /dev/null as
+	// its stdio: any pipe it holds came from the protocol.
+	h := newHarness(t, 2, map[int]string{0: faultGrandchild}, func(c *supervisorConfig) {
+		c.DrainTimeout, c.ForceTimeout = 200*time.Millisecond, 500*time.Millisecond
+	})
+	h.start()
+	pid := h.grandchild()
+	if pid == 0 {
+		t.Fatal("the worker recorded no child")
+	}
+	for fd, target := range procFDs(t, pid) {
+		if strings.HasPrefix(target, "pipe:") {
+			t.Errorf("the worker's child holds fd %d -> %s, a protocol pipe", fd, target)
+		}
+	}
+	h.stop(context.Background())
 }
 
 func TestWorkersDoNotInheritStrayDescriptors(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,9 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 	writeFile(t, dir, "cert.pem", string(id.CertPEM))
 	writeFile(t, dir, "key.pem", string(id.KeyPEM))
 	writeFile(t, dir, "other.pem", string(other.KeyPEM))
+	// Rows whose run, should the check they test be missing, would go on
+	// to serve: the address is in use, so it ends there with exit 1.
+	busy := busyAddress(t)
 	for name, tc := range map[string]struct {
 		args []string
 		want string
@@ -51,6 +55,12 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 		"log format":                  {[]string{"-dir", dir, "-log-format", "xml"}, `-log-format: "xml": want text or json`},
 		"negative worker timeout":     {[]string{"-dir", dir, "-workers", "2", "-worker-timeout", "-1s"}, "-worker-timeout: must not be negative"},
 		"memory bound nonsense":       {[]string{"-dir", dir, "-workers", "2", "-max-worker-memory", "lots"}, "-max-worker-memory"},
+		"worker timeout of 3ns":       {[]string{"-dir", dir, "-addr", busy, "-workers", "2", "-worker-timeout", "3ns"}, "-worker-timeout: at least 1s, or 0 for never, got 3ns"},
+		"worker timeout of 2ms":       {[]string{"-dir", dir, "-addr", busy, "-workers", "2", "-worker-timeout", "2ms"}, "-worker-timeout: at least 1s, or 0 for never, got 2ms"},
+		"worker timeout just below":   {[]string{"-dir", dir, "-addr", busy, "-workers", "2", "-worker-timeout", "999ms"}, "-worker-timeout: at least 1s"},
+		"memory bound of 100 bytes":   {[]string{"-dir", dir, "-addr", busy, "-workers", "2", "-max-worker-memory", "100"}, "-max-worker-memory: at least 32MiB, or 0 for never, got 100 bytes"},
+		"memory bound of 4MiB":        {[]string{"-dir", dir, "-addr", busy, "-workers", "2", "-max-worker-memory", "4MiB"}, "-max-worker-memory: at least 32MiB, or 0 for never, got 4MiB"},
+		"memory bound just below":     {[]string{"-dir", dir, "-addr", busy, "-workers", "2", "-max-worker-memory", "33554431"}, "-max-worker-memory: at least 32MiB"},
 		"addr without port":           {[]string{"-dir", dir, "-addr", "localhost"}, "-addr:"},
 		"addr port out of range":      {[]string{"-dir", dir, "-addr", "127.0.0.1:99999"}, "-addr:"},
 		"negative drain":              {[]string{"-dir", dir, "-drain-timeout", "-1s"}, "-drain-timeout: must not be negative"},
@@ -92,6 +102,73 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 			prefix := programName() + ": "
 			if code != exitUsage || !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, tc.want) || strings.Count(msg, "\n") != 1 {
 				t.Errorf("run(%q) = %d, stderr %q; want %d and one line starting %q, containing %q", tc.args, code, msg, exitUsage, prefix, tc.want)
+			}
+		})
+	}
+}
+
+func TestWorkerBoundsAcceptTheirFloorsAndZero(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"-worker-timeout", "1s", "-max-worker-memory", "32MiB"},
+		{"-worker-timeout", "0", "-max-worker-memory", "0"},
+		{"-worker-timeout", "5m", "-max-worker-memory", "4GiB"},
+	} {
+		args = append([]string{"-dir", dir, "-workers", "2"}, args...)
+		fs := flag.NewFlagSet("static", flag.ContinueOnError)
+		app := newStaticApp(fs)
+		if _, err := parseConfig(args, io.Discard, fs, app.Check); err != nil {
+			t.Errorf("parseConfig(%q) = %v; want nil", args, err)
+		}
+	}
+}
+
+// TestHelpAndReadmeNameTheWorkerFloors holds -help and README's flag
+// table to the floors config.go checks.
+func TestHelpAndReadmeNameTheWorkerFloors(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runStatic([]string{"-help"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("run(-help) = %d; want 0", code)
+	}
+	help, readme := stdout.String(), string(readDoc(t, "README.md"))
+	for flag, floor := range map[string]string{
+		"-worker-timeout":    "at least " + minWorkerTimeout.String(),
+		"-max-worker-memory": "at least " + (*byteSize)(ptr(int64(minWorkerMemory))).String(),
+	} {
+		i := strings.Index(help, "  "+flag)
+		if i < 0 || !strings.Contains(help[i:min(len(help), i+500)], floor) {
+			t.Errorf("-help does not say %s is %s:\n%s", flag, floor, help)
+		}
+		row := regexp.MustCompile("(?m)^\\| `" + flag + "` \\|.*$").FindString(readme)
+		if !strings.Contains(row, floor) {
+			t.Errorf("README's row for %s does not say %s: %q", flag, floor, row)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestCacheAtOrAboveTheMemoryBoundIsWarnedAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		cache, memory string
+		warn          bool
+	}{
+		{"32MiB", "32MiB", true},
+		{"64MiB", "48MiB", true},
+		{"16MiB", "32MiB", false},
+		{"64MiB", "0", false},
+	} {
+		t.Run(tc.cache+"/"+tc.memory, func(t *testing.T) {
+			// A busy address ends the run once the flags are taken.
+			var stdout, stderr bytes.Buffer
+			args := []string{"-dir", t.TempDir(), "-workers", "2", "-addr", busyAddress(t),
+				"-cache-bytes", tc.cache, "-max-worker-memory", tc.memory}
+			if code := runStatic(args, &stdout, &stderr); code != exitFailure {
+				t.Fatalf("run(%q) = %d; want %d (the address in use):\n%s", args, code, exitFailure, stderr.String())
+			}
+			warned := regexp.MustCompile(`level=WARN msg="cache budget at or above -max-worker-memory" cache_bytes=` + tc.cache + ` max_worker_memory=` + tc.memory).MatchString(stderr.String())
+			if warned != tc.warn {
+				t.Errorf("-cache-bytes %s -max-worker-memory %s: warned %v; want %v:\n%s", tc.cache, tc.memory, warned, tc.warn, stderr.String())
 			}
 		})
 	}

@@ -122,7 +122,7 @@ func checkListening(f *os.File) error {
 // Go opens its own that way, but whatever servery itself inherited without
 // the flag (a shell's stray fd, a service manager's extra socket) would
 // otherwise pass into every worker, which must hold exactly stdin, stdout,
-// stderr and the listener.
+// stderr, the listener and the protocol's two pipes.
 func closeInheritedOnExec() {
 	entries, err := os.ReadDir("/dev/fd")
 	if err != nil {

@@ -35,5 +35,5 @@ func checkListening(*os.File) error { return errNoWorkers }
 // closeInheritedOnExec does nothing: no worker is started on Windows.
 func closeInheritedOnExec() {}
 
-// claimStdio has nothing to claim: Windows runs no worker processes.
-func claimStdio() (in, out *os.File, err error) { return os.Stdin, os.Stdout, nil }
+// protocolPipes has no pipes to find: Windows runs no worker processes.
+func protocolPipes() (in, out *os.File, err error) { return nil, nil, errNoWorkers }

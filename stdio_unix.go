@@ -8,49 +8,33 @@ import (
 	"syscall"
 )
 
-// claimStdio moves the protocol's pipes, which the parent set up as the
-// worker's stdin and stdout, to descriptors of the worker's own, and
-// points stdout at stderr and stdin at /dev/null. It runs before any App
-// code: the protocol is JSON lines, and one fmt.Println in a handler, or
-// a library that prints, on the pipe the parent reads would be a
-// malformed line and cost the worker its life. This way a program's
-// prints land in servery's log, as its log lines do, and whatever reads
-// stdin finds it empty.
-func claimStdio() (in, out *os.File, err error) {
-	inFD, err := dupCloseOnExec(0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("claim stdin: %w", err)
+// protocolPipes returns the protocol's two pipes, which the parent passed
+// as fds 4 and 5, and marks them close-on-exec: a child the program starts
+// must not hold the read end of the liveness pipe, nor keep the parent's
+// reader from its EOF by holding the write end. A descriptor that is not a
+// pipe means the worker was not started by a parent of this protocol
+// (one before version 7 passed its pipes as stdin and stdout), and
+// whatever it is stays open for whoever opened it.
+func protocolPipes() (in, out *os.File, err error) {
+	if in, err = inheritedPipe(protocolInFD, "protocol-in"); err != nil {
+		return nil, nil, err
 	}
-	outFD, err := dupCloseOnExec(1)
-	if err != nil {
-		syscall.Close(inFD)
-		return nil, nil, fmt.Errorf("claim stdout: %w", err)
+	if out, err = inheritedPipe(protocolOutFD, "protocol-out"); err != nil {
+		return nil, nil, err
 	}
-	null, err := os.Open(os.DevNull)
-	if err == nil {
-		err = dupTo(int(null.Fd()), 0)
-		null.Close()
-	}
-	if err == nil {
-		err = dupTo(2, 1)
-	}
-	if err != nil {
-		syscall.Close(inFD)
-		syscall.Close(outFD)
-		return nil, nil, fmt.Errorf("redirect stdio: %w", err)
-	}
-	return os.NewFile(uintptr(inFD), "protocol-in"), os.NewFile(uintptr(outFD), "protocol-out"), nil
+	return in, out, nil
 }
 
-// dupCloseOnExec duplicates fd to a new descriptor that no child inherits.
-func dupCloseOnExec(fd int) (int, error) {
-	// Under ForkLock, as os/exec's own descriptors are, so no child
-	// forked in between inherits the copy before it is close-on-exec.
-	syscall.ForkLock.RLock()
-	defer syscall.ForkLock.RUnlock()
-	nfd, err := syscall.Dup(fd)
-	if err == nil {
-		syscall.CloseOnExec(nfd)
+// inheritedPipe wraps fd, if it is a pipe, as a file that no child
+// inherits.
+func inheritedPipe(fd int, name string) (*os.File, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("%s, fd %d: %w", name, fd, err)
 	}
-	return nfd, err
+	if st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nil, fmt.Errorf("%s, fd %d: not a pipe", name, fd)
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), name), nil
 }

@@ -58,11 +58,12 @@ type procSeam struct {
 //
 // The Supervisor shares the listener it is given but never closes it: the
 // Service above it owns the listener, which outlives any one generation.
-// It owns the write end of each worker's stdin (the liveness pipe) and the
-// read end of each worker's stdout. It does not decide what a lost worker
-// means, nor when a worker that asks to be recycled is: it reports both
-// (onLost, onRecycle), and whoever owns the generation decides, and may
-// then have it replace the worker in its slot (replace, slot.go).
+// It owns the write end of each worker's protocol input (the liveness
+// pipe) and the read end of each worker's protocol output. It does not
+// decide what a lost worker means, nor when a worker that asks to be
+// recycled is: it reports both (onLost, onRecycle), and whoever owns the
+// generation decides, and may then have it replace the worker in its slot
+// (replace, slot.go).
 type Supervisor struct {
 	cfg  supervisorConfig
 	ln   net.Listener
@@ -190,7 +191,14 @@ func (s *Supervisor) selfCommand(_ int, args []string) (*exec.Cmd, error) {
 		run = s.exe.Name()
 	}
 	cmd := exec.Command(run, args...)
-	cmd.Args[0] = s.exe.Name() // what the worker sees as its name
+	// The parent's own argv[0]: a worker's os.Args is the parent's, so it
+	// names itself as the parent does (programName, and the kernel's name,
+	// nameProcess), ps shows the same command line, and a program that
+	// runs os.Args[0] finds itself. Rejected: a title with the generation
+	// and slot, as nginx's "nginx: worker process". Go cannot rewrite its
+	// argv after exec, and one given at exec would be the worker's
+	// os.Args[0], which programs read as their name or path.
+	cmd.Args[0] = os.Args[0]
 	return cmd, nil
 }
 
@@ -241,8 +249,9 @@ func (s *Supervisor) Start(ctx context.Context) error {
 // Stop stops the generation and blocks until every worker has been reaped
 // and every handle released, or until the final deadline has passed (plus
 // at most a second for the readers of survivors' pipes). It closes every
-// worker's stdin at once, so all workers drain together; survivors are terminated at the drain timeout and killed
-// at the force timeout, both measured from the start of the stop.
+// worker's protocol input at once, so all workers drain together;
+// survivors are terminated at the drain timeout and killed at the force
+// timeout, both measured from the start of the stop.
 // Cancelling ctx does not abandon the stop: it skips the rest of the drain,
 // so survivors are terminated at once. Stop returns nil only if every
 // worker was reaped and none was lost; it is safe to call more than once
@@ -354,7 +363,7 @@ func (s *Supervisor) beginStop(cause error) { s.stopWith(cause, s.cfg.DrainTimeo
 func (s *Supervisor) number() int { return s.cfg.Generation }
 
 // sendTicketKeys sends rotated session ticket keys to the worker in every
-// slot, all within one second: a worker that does not read its stdin for
+// slot, all within one second: a worker that does not read its pipe for
 // that long is logged, not waited for. It does nothing once the
 // generation stops, or if keys of a later seq were sent already. A stop,
 // or a worker's loss or retirement, may close a pipe under the writes:
@@ -722,8 +731,8 @@ type workerProc struct {
 	index      int // its slot
 	pid        int
 	cmd        *exec.Cmd
-	stdin      *os.File // write end of the liveness pipe; only the parent holds it
-	stdout     *os.File // read end of the worker's protocol output
+	stdin      *os.File // write end of the liveness pipe, the worker's protocol input (its fd 4); only the parent holds it
+	stdout     *os.File // read end of the worker's protocol output (its fd 5)
 	out        *lineWriter
 	events     chan event    // its reader's and reaper's events: the generation's, or its own for a replacement
 	stage      stage         // owned by the barrier
@@ -785,47 +794,64 @@ var errExited = errors.New("exited")
 // last reports whether ev is the last of its worker's stream: its exit.
 func (ev event) last() bool { return errors.Is(ev.err, errExited) }
 
-// spawn starts worker index with the listener as its fd 3 and starts the
-// goroutines that read its output and reap it, which send its events to
-// events.
+// The descriptors a worker inherits beyond 0, 1 and 2, in the order of
+// spawn's ExtraFiles.
+const (
+	listenerFD    = 3 // the shared listening socket, which the worker adopts
+	protocolInFD  = 4 // the parent's lines; EOF: the parent closed it, or died
+	protocolOutFD = 5 // the worker's lines to the parent
+)
+
+// spawn starts worker index with the listener as its fd 3 and the
+// protocol's pipes as its fds 4 and 5, and starts the goroutines that
+// read its output and reap it, which send its events to events.
+//
+// The worker's stdin is /dev/null and its stdout is its stderr, where the
+// parent's logs go: whatever a program prints to stdout, from the first
+// line of the first init(), long before servery's code runs in it, lands
+// in the log. The design record put the protocol on stdin and stdout,
+// and a worker moved it off them once its main ran; a print before that
+// (a library that announces itself at init) was a malformed protocol
+// line, and every start rolled back.
 func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*workerProc, error) {
 	cmd, err := s.seam.command(index, s.cfg.Args)
 	if err != nil {
 		return nil, refused(err)
 	}
-	stdinR, stdinW, err := os.Pipe()
+	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("worker %d: stdin pipe: %w", index, refused(err))
+		return nil, fmt.Errorf("worker %d: protocol pipe: %w", index, refused(err))
 	}
-	stdoutR, stdoutW, err := os.Pipe()
+	outR, outW, err := os.Pipe()
 	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		return nil, fmt.Errorf("worker %d: stdout pipe: %w", index, refused(err))
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("worker %d: protocol pipe: %w", index, refused(err))
 	}
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = s.workerEnviron(cmd.Env, index)
-	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr // logs go where the parent's go
 	}
-	cmd.ExtraFiles = []*os.File{lnFile}
+	cmd.Stdin, cmd.Stdout = nil, cmd.Stderr        // /dev/null; prints go to the log
+	cmd.ExtraFiles = []*os.File{lnFile, inR, outW} // listenerFD, protocolInFD, protocolOutFD
 	newSession(cmd)
 	err = cmd.Start()
 	// The child has its own copies now. Closing ours leaves the parent as
-	// the only holder of stdin's write end, so the worker reads EOF exactly
-	// when the parent closes it or dies.
-	stdinR.Close()
-	stdoutW.Close()
+	// the only holder of the protocol-in pipe's write end (os.Pipe made
+	// it close-on-exec, so no other worker inherited it), and the worker
+	// reads EOF exactly when the parent closes it or dies.
+	inR.Close()
+	outW.Close()
 	if err != nil {
-		stdinW.Close()
-		stdoutR.Close()
+		inW.Close()
+		outR.Close()
 		return nil, fmt.Errorf("worker %d: start: %w", index, refused(err))
 	}
-	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: stdinW, stdout: stdoutR, events: events,
-		out: &lineWriter{w: stdinW}, exited: make(chan struct{}), readerDone: make(chan struct{}), leftBehind: make(chan struct{})}
+	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, events: events,
+		out: &lineWriter{w: inW}, exited: make(chan struct{}), readerDone: make(chan struct{}), leftBehind: make(chan struct{})}
 	s.log.Info("worker started", "worker", index, "pid", p.pid)
 	s.counts.begin(p, index)
 	s.readers.Add(1)

@@ -109,9 +109,9 @@ func TestHealthyWorkersUnderLoadAreNeverFoundHung(t *testing.T) {
 	skipWithoutWorkers(t)
 	site := t.TempDir()
 	writeFile(t, site, "index.html", "hello")
-	s := startServery(t, "-dir", site, "-workers", "2", "-worker-timeout", "400ms")
+	s := startServery(t, "-dir", site, "-workers", "2", "-worker-timeout", minWorkerTimeout.String()) // the floor
 	l := startLoad(t, s.addr, "/", 32)
-	time.Sleep(3 * time.Second) // some thirty probes each, every 100 ms
+	time.Sleep(3 * time.Second) // some twelve probes each, every 250 ms
 	l.stopLoad()
 	if strings.Contains(s.logs(), "worker hung") || l.ok.Load() == 0 {
 		t.Errorf("%d requests answered; a healthy worker under load was found hung:\n%s", l.ok.Load(), s.logs())
@@ -120,14 +120,12 @@ func TestHealthyWorkersUnderLoadAreNeverFoundHung(t *testing.T) {
 
 func TestWorkerOverItsMemoryIsRecycled(t *testing.T) {
 	skipWithoutWorkers(t)
-	site := t.TempDir()
-	writeFile(t, site, "index.html", "hello")
-	// Every worker is over 1 MiB from its start: recycled, one at a time,
-	// for as long as it runs.
-	s, addr := startWithStatus(t, "-dir", site, "-workers", "2", "-max-worker-memory", "1MiB")
+	// Every worker is over the floor of the bound from its start, by a
+	// ballast of 48 MiB: recycled, one at a time, for as long as it runs.
+	s, addr := startProbeWithStatus(t, "-workers", "2", "-max-worker-memory", "32MiB", "-ballast", "48MiB")
 	waitLog(t, s, `msg="worker recycled" generation=1`)
 	logs := s.logs()
-	if !regexp.MustCompile(`msg="worker at its limit, asking to be recycled" .*reason="resident memory \d+ MiB, over its -max-worker-memory 1 MiB"`).MatchString(logs) {
+	if !regexp.MustCompile(`msg="worker at its limit, asking to be recycled" .*reason="resident memory \d+ MiB, over its -max-worker-memory 32 MiB"`).MatchString(logs) {
 		t.Errorf("no recycle at the memory limit in the log:\n%s", logs)
 	}
 	if n := scrape(t, addr)[`servery_worker_recycles_total{limit="memory"}`]; n < 1 {
@@ -135,8 +133,8 @@ func TestWorkerOverItsMemoryIsRecycled(t *testing.T) {
 	}
 	// Each worker runs with a Go memory limit a tenth below the bound.
 	env, err := os.ReadFile("/proc/" + strconv.Itoa(s.workerPIDs()[0]) + "/environ")
-	if err == nil && !strings.Contains(string(env), "GOMEMLIMIT=943719B") {
-		t.Errorf("worker environment lacks GOMEMLIMIT=943719B: %q", env)
+	if err == nil && !strings.Contains(string(env), "GOMEMLIMIT=30198989B") {
+		t.Errorf("worker environment lacks GOMEMLIMIT=30198989B: %q", env)
 	}
 	getN(t, s.addr, 4)
 }
@@ -192,11 +190,11 @@ func TestWatchdogPeriodIsHalfOfWatchdogSec(t *testing.T) {
 
 func TestSlowStartIsNeverAHang(t *testing.T) {
 	skipWithoutWorkers(t)
-	// Worker 1's App.Start takes 500 ms, longer than the worker timeout:
+	// Worker 1's App.Start takes 2.5 s, longer than the worker timeout:
 	// probing begins only once a worker is ready.
-	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "200ms", "-start-fault", "slow", "-fault-worker", "1")
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s", "-start-fault", "slow", "-slow", "2500ms", "-fault-worker", "1")
 	getN(t, s.addr, 4)
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(time.Second)
 	if strings.Contains(s.logs(), "worker hung") {
 		t.Errorf("a worker with a slow start was found hung:\n%s", s.logs())
 	}
@@ -204,9 +202,9 @@ func TestSlowStartIsNeverAHang(t *testing.T) {
 
 func TestHandlerSlowerThanTheWorkerTimeoutThatSaysAliveIsNeverKilled(t *testing.T) {
 	skipWithoutWorkers(t)
-	// A request that takes five worker timeouts and writes nothing, but
+	// A request that takes three worker timeouts and writes nothing, but
 	// tells servery it is alive, while its worker answers every probe.
-	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "400ms", "-slow", "2s", "-slow-alive")
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s", "-slow", "3s", "-slow-alive")
 	code, _, err := get(s.addr, "/slow")
 	if err != nil || code != 200 {
 		t.Fatalf("GET /slow = %d, %v; want 200", code, err)
@@ -221,10 +219,10 @@ func TestHandlerSlowerThanTheWorkerTimeoutWithNothingElseMovingIsAHang(t *testin
 	// The program's choice, as the README says: a handler that runs for
 	// longer than the timeout and neither writes nor says it is alive,
 	// with nothing else moving in its worker, is a stuck serving path.
-	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "400ms", "-slow", "1m")
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s", "-slow", "1m")
 	go get(s.addr, "/slow")
-	m := waitLogMatch(t, s, `msg="request stuck" worker=(\d) pid=\d+ generation=1 method=GET path=/slow running_for=\S+ timeout=400ms`)
-	waitLogMatch(t, s, `msg="worker hung" generation=1 worker=`+m[1]+` pid=\d+ why="no progress" for=\S+ timeout=400ms inflight=1`)
+	m := waitLogMatch(t, s, `msg="request stuck" worker=(\d) pid=\d+ generation=1 method=GET path=/slow running_for=\S+ timeout=1s`)
+	waitLogMatch(t, s, `msg="worker hung" generation=1 worker=`+m[1]+` pid=\d+ why="no progress" for=\S+ timeout=1s inflight=1`)
 }
 
 func TestDeadlockedHandlerIsFoundHungWithinTheTimeout(t *testing.T) {
@@ -292,7 +290,7 @@ func TestWorkerGrownByItsCacheIsRecycledUnderLoad(t *testing.T) {
 	if rest <= 0 {
 		t.Fatalf("a worker at rest reports %d resident bytes", rest)
 	}
-	bound := rest + 24<<20
+	bound := max(rest+24<<20, minWorkerMemory)
 	s, addr := startWithStatus(t, "-dir", site, "-workers", "2", "-cache-bytes", "256MiB", "-max-worker-memory", strconv.FormatInt(bound, 10))
 	var ok, failed atomic.Int64
 	stop := make(chan struct{})
@@ -327,7 +325,7 @@ func TestOneStuckRequestWhileOthersFinishIsNamedNotAHang(t *testing.T) {
 	skipWithoutWorkers(t)
 	// One HTTP/2 connection carries the stuck request and the others, so
 	// they reach the same worker whatever the kernel does with accepts.
-	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "400ms", "-slow", "1m", "-tls-self-signed")
+	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s", "-slow", "1m", "-tls-self-signed")
 	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true, MaxConnsPerHost: 1}}
 	t.Cleanup(client.CloseIdleConnections)
@@ -352,7 +350,7 @@ func TestOneStuckRequestWhileOthersFinishIsNamedNotAHang(t *testing.T) {
 			t.Fatalf("the stuck request was not named within 30s:\n%s", s.logs())
 		}
 	}
-	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); {
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 		get()
 	}
 	logs := s.logs()

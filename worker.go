@@ -262,7 +262,7 @@ func (srv *server) close() error {
 }
 
 // workerMain is a worker process's main: it speaks the protocol on in
-// and out, the pipes the parent set up as its stdin and stdout (claimStdio),
+// and out, the pipes the parent passed as its fds 4 and 5 (protocolPipes),
 // serves app on the listener inherited as fd 3, and returns the exit
 // status.
 func workerMain(log, named *slog.Logger, app App, in, out *os.File) int {
@@ -278,7 +278,7 @@ func workerMain(log, named *slog.Logger, app App, in, out *os.File) int {
 	return runWorker(workerIO{
 		in:       in,
 		out:      out,
-		listener: os.NewFile(3, "listener"),
+		listener: os.NewFile(listenerFD, "listener"),
 		term:     term,
 		log:      log,
 		named:    named,
@@ -585,23 +585,24 @@ func drainSignal(msgs <-chan message, rt *workerRuntime, out *lineWriter, log *s
 // App's flags hold their values here too. Either failure is reported as a
 // failed message.
 func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App) int {
+	nameProcess(programName()) // the parent's, as ps and pgrep show it
 	sink := newLogSink(os.Stderr)
 	log := sink.logger()
 	named := nameLogger(log, os.Getenv(workerNameEnv))
-	in, out, err := claimStdio()
+	in, out, err := protocolPipes()
 	if err != nil {
-		in, out = os.Stdin, os.Stdout // the protocol is still there, for the refusal
+		out = os.Stdout // where a parent of an earlier protocol reads, for the refusal
 	}
 	refuse := func(reason string) int {
 		named.Error("worker refused", "err", reason)
 		(&lineWriter{w: out}).send(message{Type: msgFailed, Reason: reason})
 		return 1
 	}
-	if err != nil {
-		return refuse(err.Error())
-	}
 	if version != strconv.Itoa(protocolVersion) {
 		return refuse(fmt.Sprintf("protocol version %q, want %d", version, protocolVersion))
+	}
+	if err != nil {
+		return refuse(err.Error())
 	}
 	cfg, err := parseFlags(args, io.Discard, appFlags)
 	if err == nil {

@@ -738,11 +738,18 @@ m_recycle-failure() {
 	edit heal.go '	if ev.recycle && !slices.Contains(lost, s.pid) {' '	if false {'
 }
 
-mutant stdio "a program's prints go to the log, never to the protocol's pipe" \
-	"the worker speaks the protocol on fds 0 and 1, which the program shares" \
-	"TestProgramPrintsGoToTheLogNotTheProtocol"
+mutant stdio "a program's prints, in init() too, go to the log, never to the protocol's pipe" \
+	"the worker's stdout is the protocol's output pipe, as the design record had it" \
+	"TestProgramPrintsGoToTheLogNotTheProtocol TestPrintBeforeMainGoesToTheLog"
 m_stdio() {
-	edit worker.go '	in, out, err := claimStdio()' '	in, out, err := os.Stdin, os.Stdout, error(nil)'
+	edit supervisor.go 'cmd.Stdin, cmd.Stdout = nil, cmd.Stderr' 'cmd.Stdin, cmd.Stdout = nil, outW'
+}
+
+mutant pipes-cloexec "no child a worker starts holds the protocol's pipes" \
+	"the inherited pipes are left inheritable" \
+	"TestWorkersChildrenInheritNoProtocolPipe"
+m_pipes-cloexec() {
+	edit stdio_unix.go '	syscall.CloseOnExec(fd)' '	_ = syscall.CloseOnExec'
 }
 
 mutant write-timeout-tls "a client that stops reading is cut at -write-timeout over TLS too" \
@@ -1004,6 +1011,41 @@ mutant memory "a worker over -max-worker-memory is recycled" \
 	"TestWorkerOverItsMemoryIsRecycled"
 m_memory() {
 	edit watch.go '			if rss := residentBytes(); rss > limit {' '			if rss := residentBytes(); false && rss > limit {'
+}
+
+mutant timeout-floor "-worker-timeout below its floor (1s) is a usage error" \
+	"any positive timeout is taken, 3ns included" \
+	"TestBadConfigurationExitsTwoNamingTheFlag"
+m_timeout-floor() {
+	edit config.go '	case cfg.WorkerTimeout > 0 && cfg.WorkerTimeout < minWorkerTimeout:' '	case false:'
+}
+
+mutant memory-floor "-max-worker-memory below its floor (32MiB) is a usage error" \
+	"any positive bound is taken, 100 bytes included" \
+	"TestBadConfigurationExitsTwoNamingTheFlag"
+m_memory-floor() {
+	edit config.go '	case cfg.MaxWorkerMemory > 0 && cfg.MaxWorkerMemory < minWorkerMemory:' '	case false:'
+}
+
+mutant cache-warn "a cache budget at or above -max-worker-memory is warned of at start" \
+	"only a budget above the bound is" \
+	"TestCacheAtOrAboveTheMemoryBoundIsWarnedAtStart"
+m_cache-warn() {
+	edit config.go '	if ok && int64(*cache) >= cfg.MaxWorkerMemory {' '	if ok && int64(*cache) > cfg.MaxWorkerMemory {'
+}
+
+mutant proc-name "pgrep -x, ps -e and top show a worker by the program's name" \
+	"a worker keeps the kernel's name of the /proc/self/fd/N it runs" \
+	"TestWorkersAreNamedAfterTheProgram"
+m_proc-name() {
+	edit worker.go '	nameProcess(programName())' '	_ = programName'
+}
+
+mutant proc-argv "a worker's command line, and its name, are the parent's" \
+	"a worker's argv[0] is its executable's path" \
+	"TestWorkersAreNamedAfterTheProgram"
+m_proc-argv() {
+	edit supervisor.go '	cmd.Args[0] = os.Args[0]' '	cmd.Args[0] = s.exe.Name()'
 }
 
 mutant watchdog "WATCHDOG=1 comes from the lifecycle loop, so a wedged loop stops it" \

@@ -1,8 +1,0 @@
-//go:build unix && !linux
-
-package main
-
-import "syscall"
-
-// dupTo makes newfd a copy of oldfd.
-func dupTo(oldfd, newfd int) error { return syscall.Dup2(oldfd, newfd) }
