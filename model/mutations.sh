@@ -759,6 +759,14 @@ m_body-timeout() {
 	edit worker.go 'streamDeadlines(bodyDeadlines(srv.counting(h), cfg.BodyTimeout), cfg.WriteTimeout)' 'streamDeadlines(srv.counting(h), cfg.WriteTimeout)'
 }
 
+mutant fifo-open "nothing under -dir that is not a file (a FIFO, a device, a socket) can block an open" \
+	"a served path is opened blocking, with no look at its type first" \
+	"TestNothingUnderTheRootThatIsNotAFileBlocksAnOpen"
+m_fifo-open() {
+	edit static.go '	} else if !servable(fi) {' '	} else if _ = fi; false {'
+	edit static.go '	f, err := root.OpenFile(name, openFlags, 0)' '	f, err := root.Open(name)'
+}
+
 mutant close-write "a refused request ends in a close, not a reset" \
 	"limitConn hides CloseWrite" \
 	"TestRefusedRequestEndsInACloseNotAReset"
