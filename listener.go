@@ -301,7 +301,18 @@ func (c *limitConn) Close() error {
 // discard that follows; it is cleared when the body ends, before net/http
 // starts the background read that watches for a closed connection, which
 // no deadline may cut. Requests without a body pass straight through,
-// allocation-free.
+// allocation-free; one with a body costs one allocation.
+//
+// The handler gets a shallow copy of the request with the wrapped body;
+// net/http's own request keeps the body net/http gave it, because after
+// the handler it looks at that body's type to decide what to do with
+// what is left unread. Replaced there, the body hid net/http's
+// expectContinueReader: a request with Expect: 100-continue whose handler
+// answered without reading got no answer until the client, waiting for
+// 100 Continue, gave up waiting and sent its body, or -body-timeout
+// passed; with the body it knows, net/http closes after answering, as
+// bare net/http does. It also decides again, as bare net/http does, that
+// a body with 256 KiB or more unread is not worth discarding.
 func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 	if timeout <= 0 {
 		return h
@@ -311,10 +322,12 @@ func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		b := &bodyReader{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout}
-		r.Body = b
+		br := &bodyRequest{req: *r}
+		b := &br.body
+		*b = bodyReader{ReadCloser: r.Body, rc: *http.NewResponseController(w), timeout: timeout}
+		br.req.Body = b
 		b.arm()
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, &br.req)
 		if !b.ended {
 			b.deadline = time.Time{}
 			b.arm()
@@ -322,10 +335,17 @@ func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 	})
 }
 
+// bodyRequest is the handler's copy of a request with a body, and the
+// reader that wraps the body, allocated together.
+type bodyRequest struct {
+	req  http.Request
+	body bodyReader
+}
+
 // bodyReader arms its request's read deadline before each read.
 type bodyReader struct {
 	io.ReadCloser
-	rc       *http.ResponseController
+	rc       http.ResponseController
 	timeout  time.Duration
 	deadline time.Time // armed last; zero: none
 	ended    bool      // read to its end

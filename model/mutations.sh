@@ -767,6 +767,14 @@ m_fifo-open() {
 	edit static.go '	f, err := root.OpenFile(name, openFlags, 0)' '	f, err := root.Open(name)'
 }
 
+mutant expect-continue "a request with Expect: 100-continue is answered at once, its body unread" \
+	"the body deadline replaces the body on net/http's own request" \
+	"TestExpectContinueIsAnsweredAtOnce"
+m_expect-continue() {
+	edit listener.go '		h.ServeHTTP(w, &br.req)' '		r.Body = b
+		h.ServeHTTP(w, r)'
+}
+
 mutant close-write "a refused request ends in a close, not a reset" \
 	"limitConn hides CloseWrite" \
 	"TestRefusedRequestEndsInACloseNotAReset"
