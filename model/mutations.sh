@@ -149,7 +149,8 @@ mutant root "nothing outside -dir is served (os.Root)" \
 	"files opened with os.Open(dir/name) instead of the root" \
 	"TestStaticRefusesHostilePaths TestPathEscapesOverTheWireStayInsideRoot"
 m_root() {
-	edit static.go 'f, err := h.root.Open(name)' 'f, err := os.Open(h.root.Name() + "/" + name)'
+	edit static.go '	if fi, err := root.Stat(name); err != nil {' '	if fi, err := os.Stat(root.Name() + "/" + name); err != nil {'
+	edit static.go '	f, err := root.OpenFile(name, openFlags, 0)' '	f, err := os.OpenFile(root.Name()+"/"+name, openFlags, 0)'
 }
 
 mutant dotfiles "no dotfile is served (except /.well-known/)" \
