@@ -14,9 +14,11 @@ import (
 // accepts when several workers share the socket, and counts what it
 // accepts.
 //
-// The cap holds Accept while every slot is taken, so excess clients wait
-// in the kernel's accept queue (or go to another worker) instead of being
-// accepted and starved.
+// The cap holds Accept while every slot is taken by a connection that is
+// not idle, so excess clients wait in the kernel's accept queue (or go to
+// another worker) instead of being accepted and starved; once one is
+// idle, the next client is accepted and the connection idle longest is
+// closed to make room for it (evict.go).
 //
 // Pacing is for balance. Every worker's netpoller waits on the one shared
 // socket, and a new connection wakes them all (Go cannot ask epoll for
@@ -45,6 +47,8 @@ type limitListener struct {
 	accepted     *atomic.Int64
 	closed       chan struct{}
 	closeOnce    sync.Once
+	// idle is how the cap makes room (evict.go); unused without a cap.
+	idle idleConns
 }
 
 // acceptPace is the pause per open connection that a worker takes before
@@ -60,33 +64,44 @@ func newLimitListener(ln net.Listener, maxConns int, pace, writeTimeout time.Dur
 	l := &limitListener{Listener: ln, pace: pace, writeTimeout: writeTimeout, accepted: accepted, closed: make(chan struct{})}
 	if maxConns > 0 {
 		l.slots = make(chan struct{}, maxConns)
+		l.idle = idleConns{conns: make(map[*limitConn]struct{}), wake: make(chan struct{}, 1)}
 	}
 	return l
 }
 
 // Accept blocks until a slot is free, the pause is over and a connection
-// arrives, or the listener is closed.
+// arrives, or the listener is closed. While every slot is taken and a
+// connection is idle, it accepts without a slot and then makes room by
+// closing the connection idle longest (evict.go).
 func (l *limitListener) Accept() (net.Conn, error) {
-	if l.slots != nil {
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.closed:
-			return nil, net.ErrClosed
-		}
+	evict, err := l.awaitSlot()
+	if err != nil {
+		return nil, err
 	}
 	if err := l.pause(); err != nil {
-		l.release()
+		if !evict {
+			l.release()
+		}
 		return nil, err
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		l.release()
+		if !evict {
+			l.release()
+		}
 		return nil, err
+	}
+	if evict {
+		if err := l.makeRoom(); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	l.accepted.Add(1)
 	l.open.Add(1)
-	lc := &limitConn{Conn: c, release: l.connClosed, writeTimeout: l.writeTimeout}
+	lc := &limitConn{Conn: c, ln: l, writeTimeout: l.writeTimeout}
 	lc.h1.conn = c
+	l.idle.add(lc)
 	return lc, nil
 }
 
@@ -113,8 +128,9 @@ func (l *limitListener) release() {
 	}
 }
 
-// connClosed accounts for a closed connection.
-func (l *limitListener) connClosed() {
+// connClosed accounts for c, closed.
+func (l *limitListener) connClosed(c *limitConn) {
+	l.idle.remove(c)
 	l.open.Add(-1)
 	l.release()
 }
@@ -145,7 +161,7 @@ func (l *limitListener) Close() error {
 type limitConn struct {
 	net.Conn
 	once         sync.Once
-	release      func()
+	ln           *limitListener // whose slot it holds
 	writeTimeout time.Duration
 	deadline     atomic.Int64 // UnixNano of the write deadline in force; 0: none
 	// ours: the deadline in force is one a write armed, not one that
@@ -153,6 +169,9 @@ type limitConn struct {
 	// timeout), which a clear must really clear.
 	ours atomic.Bool
 	h1   h1Conn // what a drain knows of it (drain.go)
+	// idle says whether the cap may close it to make room (evict.go):
+	// notIdle, an idle sequence number, or connEvicted.
+	idle atomic.Int64
 }
 
 // writeChunk is the most one write or sendfile call may send before the
@@ -283,7 +302,7 @@ func (c *limitConn) CloseWrite() error {
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() { c.ln.connClosed(c) })
 	return err
 }
 

@@ -776,6 +776,37 @@ m_expect-continue() {
 		h.ServeHTTP(w, r)'
 }
 
+mutant evict-idle "at -max-conns a new client is served at once: an idle keep-alive connection makes room" \
+	"no eviction: a new client waits for a slot whatever holds it" \
+	"TestIdleKeepAliveConnectionsMakeRoomAtMaxConns TestHostileClientsLoseTheirSlotOverEveryTransport"
+m_evict-idle() {
+	edit evict.go '	for l.idle.longest() == nil {' '	for l.idle.longest() == nil || true {'
+}
+
+mutant evict-longest "the connection idle longest makes room" \
+	"the connection idle for the shortest time makes room" \
+	"TestEvictionClosesTheConnectionIdleLongest"
+m_evict-longest() {
+	edit evict.go '(victim == nil || seq < vseq)' '(victim == nil || seq > vseq)'
+}
+
+mutant evict-busy "a connection with a request in flight is never closed to make room" \
+	"a busy connection may be closed to make room, before idle ones" \
+	"TestRequestInFlightIsNeverEvicted TestMaxConnsHoldsExtraConnectionUntilOneFrees"
+m_evict-busy() {
+	edit evict.go 'if seq := c.idle.Load(); seq > notIdle &&' 'if seq := c.idle.Load(); seq >= notIdle &&'
+	edit evict.go '	if v <= notIdle || !c.idle.CompareAndSwap(v, connEvicted) {' '	if v < notIdle || !c.idle.CompareAndSwap(v, connEvicted) {'
+}
+
+mutant evicted-runs "a request read from a connection already closed to make room never runs" \
+	"its handler runs on the closed connection" \
+	"TestRequestOnAnEvictedConnectionNeverRuns"
+m_evicted-runs() {
+	edit worker.go '		if lc.evicted() {
+			return
+		}' ''
+}
+
 mutant close-write "a refused request ends in a close, not a reset" \
 	"limitConn hides CloseWrite" \
 	"TestRefusedRequestEndsInACloseNotAReset"
