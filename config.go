@@ -155,7 +155,7 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.DurationVar(&rt.DrainTimeout, "drain-timeout", 10*time.Second, "stop: time in-flight requests get before survivors are terminated")
 	fs.DurationVar(&cfg.ForceTimeout, "force-timeout", 15*time.Second, "stop: deadline, from the start of the stop, after which survivors are killed; must exceed -drain-timeout")
 	fs.DurationVar(&cfg.StartupTimeout, "startup-timeout", 30*time.Second, "start: the whole startup barrier, the app's start step in every worker included, must complete within this")
-	fs.IntVar(&rt.MaxConns, "max-conns", 1024, "open connections PER WORKER (N workers: up to N times this); 0 = unlimited")
+	fs.IntVar(&rt.MaxConns, "max-conns", 1024, "open connections PER WORKER (N workers: up to N times this); at the cap a new client gets the slot of the connection idle longest; 0 = unlimited")
 	fs.DurationVar(&rt.HeaderTimeout, "header-timeout", 10*time.Second, "time a client gets to send its request headers (per connection)")
 	fs.DurationVar(&rt.IdleTimeout, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open (per connection)")
 	fs.DurationVar(&rt.WriteTimeout, "write-timeout", 60*time.Second, "a response that makes no write progress for this long is cut off, so a client that stops reading frees its connection slot (per connection)")

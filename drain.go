@@ -218,18 +218,19 @@ func (s *h1Conns) every(ok func(*h1Conn) bool) bool {
 	return true
 }
 
-// h1ConnKey is the context key under which serve's connection context
-// holds the connection's *h1Conn, for counting to find.
-type h1ConnKey struct{}
+// connKey is the context key under which serve's connection context
+// holds the connection's *limitConn, for counting to find its h1Conn
+// and whether it was evicted.
+type connKey struct{}
 
-// connContext gives each connection's requests its h1Conn.
+// connContext gives each connection's requests its limitConn.
 func (srv *server) connContext(ctx context.Context, c net.Conn) context.Context {
 	lc := asLimitConn(c)
 	if lc == nil {
 		return ctx
 	}
 	lc.h1.w.draining, lc.h1.w.conn = &srv.draining, &lc.h1
-	return context.WithValue(ctx, h1ConnKey{}, &lc.h1)
+	return context.WithValue(ctx, connKey{}, lc)
 }
 
 // drainWriter is the writer of an HTTP/1 response. When its handler

@@ -208,13 +208,12 @@ func (h *staticHandler) readSidecar(name string, c coding, v fileVersion) ([]byt
 	if v.size > h.maxEntry {
 		return nil, false
 	}
-	f, err := h.root.Open(sidecarName(name, c))
-	if err != nil {
+	f, fi, ok := h.openRegular(sidecarName(name, c))
+	if !ok {
 		return nil, false
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || versionOf(fi) != v {
+	if versionOf(fi) != v {
 		return nil, false
 	}
 	body := make([]byte, v.size)
@@ -238,8 +237,8 @@ func (e *cacheEntry) pick(values []string) *encodedForm {
 
 // openSidecar opens the sidecar the client prefers for a file streamed from
 // disk, skipping any that is missing, stale or unreadable. It returns nil
-// when the file should go out as it is. Each is stat-ed before it is opened,
-// so a FIFO named like a sidecar cannot block the open.
+// when the file should go out as it is. Each is opened by openRegular, so
+// a FIFO named like a sidecar cannot block the open.
 func (h *staticHandler) openSidecar(name string, modTime int64, a acceptedQ) (*os.File, fs.FileInfo, coding) {
 	untried := codingSet(1<<numCodings - 1)
 	for {
@@ -248,15 +247,11 @@ func (h *staticHandler) openSidecar(name string, modTime int64, a acceptedQ) (*o
 			return nil, nil, -1
 		}
 		untried &^= 1 << c
-		sc := sidecarName(name, c)
-		if fi, err := h.root.Stat(sc); err != nil || !usableSidecar(fi, modTime) {
+		f, fi, ok := h.openRegular(sidecarName(name, c))
+		if !ok {
 			continue
 		}
-		f, err := h.root.Open(sc)
-		if err != nil {
-			continue
-		}
-		if fi, err := f.Stat(); err == nil && usableSidecar(fi, modTime) {
+		if usableSidecar(fi, modTime) {
 			return f, fi, c
 		}
 		f.Close()

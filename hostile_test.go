@@ -168,6 +168,10 @@ func TestSlowHeaderClientsDoNotBlockNormalRequests(t *testing.T) {
 	}
 }
 
+// TestMaxConnsHoldsExtraConnectionUntilOneFrees: while every slot holds
+// a request in flight, none is closed to make room (an idle one would
+// be: TestIdleKeepAliveConnectionsMakeRoomAtMaxConns), and connection
+// N+1 waits until one closes.
 func TestMaxConnsHoldsExtraConnectionUntilOneFrees(t *testing.T) {
 	const maxConns = 5
 	h := newHarness(t, 1, nil, func(c *supervisorConfig) {
@@ -175,9 +179,12 @@ func TestMaxConnsHoldsExtraConnectionUntilOneFrees(t *testing.T) {
 		c.Runtime.IdleTimeout = time.Minute
 		c.Runtime.HeaderTimeout = time.Minute
 	})
+	writeFile(t, h.dir, "big.bin", strings.Repeat("y", 32<<20))
 	h.start()
 	// Each holder is answered once, so it is accepted and holds a slot,
-	// then stays open and idle.
+	// then asks for a file far larger than the socket buffers and, once
+	// the answer's header is in, stops reading: its request stays in
+	// flight (there is no -write-timeout here).
 	holders := make([]*rawClient, maxConns)
 	for i := range holders {
 		c, err := dialRaw(h.addr)
@@ -187,6 +194,10 @@ func TestMaxConnsHoldsExtraConnectionUntilOneFrees(t *testing.T) {
 		defer c.conn.Close()
 		if o, note, reuse := c.exchange("/", []byte("hello")); o != outComplete || !reuse {
 			t.Fatalf("holder %d: %s %s (reuse %v); want a complete keep-alive response", i, outcomeNames[o], note, reuse)
+		}
+		io.WriteString(c.conn, "GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, err := http.ReadResponse(c.br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("holder %d: GET /big.bin: %v, %v; want 200 under way", i, resp, err)
 		}
 		holders[i] = c
 	}

@@ -5,16 +5,22 @@ package main
 // hostile client holds the only slot; the protection it meets must free
 // it within a few of its short timeouts, while every other timeout is
 // long, so a protection missing over one transport shows as a client
-// served only after 10 s, or never. Any change to deadlines or connection
-// handling runs this table (DESIGN.md, "Before a release").
+// served only after 10 s, or never. The good client comes only once the
+// server has closed the hostile connection, since at -max-conns an idle
+// one would be closed to make room for it: that protection has its own
+// row, where every timeout is long. Any change to deadlines or
+// connection handling runs this table (DESIGN.md, "Before a release").
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -41,12 +47,15 @@ var hostileTransports = []hostileTransport{{"http1", false, ""}, {"tls-http1", t
 // must meet; act misbehaves on a connection that has completed its TLS
 // handshake and, for HTTP/2, sent its preface and SETTINGS (raw: on the
 // bare TCP connection, before any of that). transports limits it to
-// those named; none: every one.
+// those named; none: every one. evicted: no timeout frees the slot, the
+// good client's arrival does (evict.go), so the good client does not
+// wait for the hostile connection to close first.
 type hostileClient struct {
 	name       string
 	short      func(*runtimeConfig)
 	raw        bool
 	transports []string
+	evicted    bool
 	act        func(c net.Conn, h2 bool)
 }
 
@@ -109,6 +118,11 @@ var hostileClients = []hostileClient{
 			request(c, h2, 1, "GET", "/", true)
 			go io.Copy(io.Discard, c)
 		}},
+	{name: "idle after one request, every timeout long", short: func(*runtimeConfig) {}, evicted: true,
+		act: func(c net.Conn, h2 bool) {
+			request(c, h2, 1, "GET", "/", true)
+			go io.Copy(io.Discard, c)
+		}},
 }
 
 // request writes one request on stream (HTTP/2) or as HTTP/1.1.
@@ -153,16 +167,27 @@ func TestHostileClientsLoseTheirSlotOverEveryTransport(t *testing.T) {
 				if tr.tls {
 					cfg.TLS = id
 				}
-				addr := hostileRuntime(t, dir, cfg)
+				addr, open := hostileRuntime(t, dir, cfg)
 				c := dialHostile(t, addr, tr, hc.raw)
 				hc.act(c, tr.alpn == "h2")
-				time.Sleep(100 * time.Millisecond) // it holds the only slot
+				if !hc.evicted {
+					ctx, cancel := context.WithTimeout(context.Background(), hostileWithin)
+					defer cancel()
+					if pollUntil(ctx, 5*time.Millisecond, func() bool { return open.Load() == 0 }) != nil {
+						t.Fatalf("the hostile connection still open after %v; want it closed within a few of its short timeout %v (the others %v)",
+							hostileWithin, hostileShort, hostileLong)
+					}
+				}
 				began := time.Now()
 				code, err := goodClient(addr, tr)
 				took := time.Since(began)
 				if err != nil || code != http.StatusOK || took > hostileWithin {
-					t.Errorf("a good client behind it: %d, %v after %v; want 200 within %v (its short timeout %v, the others %v)",
-						code, err, took.Round(time.Millisecond), hostileWithin, hostileShort, hostileLong)
+					why := fmt.Sprintf("its short timeout %v, the others %v", hostileShort, hostileLong)
+					if hc.evicted {
+						why = fmt.Sprintf("every timeout %v: the idle connection makes room", hostileLong)
+					}
+					t.Errorf("a good client behind it: %d, %v after %v; want 200 within %v (%s)",
+						code, err, took.Round(time.Millisecond), hostileWithin, why)
 				}
 			})
 		}
@@ -178,15 +203,46 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// hostileRuntime serves the static site in dir with cfg as it is.
-func hostileRuntime(t *testing.T, dir string, cfg runtimeConfig) string {
+// hostileRuntime serves the static site in dir with cfg as it is, and
+// counts the connections it has accepted and not yet closed in open.
+func hostileRuntime(t *testing.T, dir string, cfg runtimeConfig) (addr string, open *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveStatic(t, ln, dir, cfg)
-	return ln.Addr().String()
+	cl := &countingListener{TCPListener: ln.(*net.TCPListener)}
+	serveStatic(t, cl, dir, cfg)
+	return ln.Addr().String(), &cl.open
+}
+
+// countingListener counts the connections it accepted that are not yet
+// closed. Its connections embed *net.TCPConn, so the server still finds
+// ReadFrom (sendfile), CloseWrite and SyscallConn on them.
+type countingListener struct {
+	*net.TCPListener
+	open atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.TCPListener.AcceptTCP()
+	if err != nil {
+		return nil, err
+	}
+	l.open.Add(1)
+	return &countedConn{TCPConn: c, open: &l.open}, nil
+}
+
+// countedConn counts itself closed once, however often it is closed.
+type countedConn struct {
+	*net.TCPConn
+	once sync.Once
+	open *atomic.Int64
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.TCPConn.Close()
 }
 
 // dialHostile connects over tr with a small receive buffer, so what it

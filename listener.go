@@ -14,9 +14,11 @@ import (
 // accepts when several workers share the socket, and counts what it
 // accepts.
 //
-// The cap holds Accept while every slot is taken, so excess clients wait
-// in the kernel's accept queue (or go to another worker) instead of being
-// accepted and starved.
+// The cap holds Accept while every slot is taken by a connection that is
+// not idle, so excess clients wait in the kernel's accept queue (or go to
+// another worker) instead of being accepted and starved; once one is
+// idle, the next client is accepted and the connection idle longest is
+// closed to make room for it (evict.go).
 //
 // Pacing is for balance. Every worker's netpoller waits on the one shared
 // socket, and a new connection wakes them all (Go cannot ask epoll for
@@ -46,6 +48,8 @@ type limitListener struct {
 	moved        *atomic.Int64 // the server's progress count (progress.go); nil: none
 	closed       chan struct{}
 	closeOnce    sync.Once
+	// idle is how the cap makes room (evict.go); unused without a cap.
+	idle idleConns
 }
 
 // acceptPace is the pause per open connection that a worker takes before
@@ -61,33 +65,44 @@ func newLimitListener(ln net.Listener, maxConns int, pace, writeTimeout time.Dur
 	l := &limitListener{Listener: ln, pace: pace, writeTimeout: writeTimeout, accepted: accepted, closed: make(chan struct{})}
 	if maxConns > 0 {
 		l.slots = make(chan struct{}, maxConns)
+		l.idle = idleConns{conns: make(map[*limitConn]struct{}), wake: make(chan struct{}, 1)}
 	}
 	return l
 }
 
 // Accept blocks until a slot is free, the pause is over and a connection
-// arrives, or the listener is closed.
+// arrives, or the listener is closed. While every slot is taken and a
+// connection is idle, it accepts without a slot and then makes room by
+// closing the connection idle longest (evict.go).
 func (l *limitListener) Accept() (net.Conn, error) {
-	if l.slots != nil {
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.closed:
-			return nil, net.ErrClosed
-		}
+	evict, err := l.awaitSlot()
+	if err != nil {
+		return nil, err
 	}
 	if err := l.pause(); err != nil {
-		l.release()
+		if !evict {
+			l.release()
+		}
 		return nil, err
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		l.release()
+		if !evict {
+			l.release()
+		}
 		return nil, err
+	}
+	if evict {
+		if err := l.makeRoom(); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	l.accepted.Add(1)
 	l.open.Add(1)
-	lc := &limitConn{Conn: c, release: l.connClosed, writeTimeout: l.writeTimeout}
+	lc := &limitConn{Conn: c, ln: l, writeTimeout: l.writeTimeout}
 	lc.h1.conn, lc.h1.moved = c, l.moved
+	l.idle.add(lc)
 	return lc, nil
 }
 
@@ -114,8 +129,9 @@ func (l *limitListener) release() {
 	}
 }
 
-// connClosed accounts for a closed connection.
-func (l *limitListener) connClosed() {
+// connClosed accounts for c, closed.
+func (l *limitListener) connClosed(c *limitConn) {
+	l.idle.remove(c)
 	l.open.Add(-1)
 	l.release()
 }
@@ -146,7 +162,7 @@ func (l *limitListener) Close() error {
 type limitConn struct {
 	net.Conn
 	once         sync.Once
-	release      func()
+	ln           *limitListener // whose slot it holds
 	writeTimeout time.Duration
 	deadline     atomic.Int64 // UnixNano of the write deadline in force; 0: none
 	// ours: the deadline in force is one a write armed, not one that
@@ -154,6 +170,9 @@ type limitConn struct {
 	// timeout), which a clear must really clear.
 	ours atomic.Bool
 	h1   h1Conn // what a drain knows of it (drain.go)
+	// idle says whether the cap may close it to make room (evict.go):
+	// notIdle, an idle sequence number, or connEvicted.
+	idle atomic.Int64
 }
 
 // writeChunk is the most one write or sendfile call may send before the
@@ -301,7 +320,7 @@ func (c *limitConn) CloseWrite() error {
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() { c.ln.connClosed(c) })
 	return err
 }
 
@@ -319,7 +338,18 @@ func (c *limitConn) Close() error {
 // discard that follows; it is cleared when the body ends, before net/http
 // starts the background read that watches for a closed connection, which
 // no deadline may cut. Requests without a body pass straight through,
-// allocation-free.
+// allocation-free; one with a body costs one allocation.
+//
+// The handler gets a shallow copy of the request with the wrapped body;
+// net/http's own request keeps the body net/http gave it, because after
+// the handler it looks at that body's type to decide what to do with
+// what is left unread. Replaced there, the body hid net/http's
+// expectContinueReader: a request with Expect: 100-continue whose handler
+// answered without reading got no answer until the client, waiting for
+// 100 Continue, gave up waiting and sent its body, or -body-timeout
+// passed; with the body it knows, net/http closes after answering, as
+// bare net/http does. It also decides again, as bare net/http does, that
+// a body with 256 KiB or more unread is not worth discarding.
 func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 	if timeout <= 0 {
 		return h
@@ -329,10 +359,12 @@ func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		b := &bodyReader{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout}
-		r.Body = b
+		br := &bodyRequest{req: *r}
+		b := &br.body
+		*b = bodyReader{ReadCloser: r.Body, rc: *http.NewResponseController(w), timeout: timeout}
+		br.req.Body = b
 		b.arm()
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, &br.req)
 		if !b.ended {
 			b.deadline = time.Time{}
 			b.arm()
@@ -340,10 +372,17 @@ func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 	})
 }
 
+// bodyRequest is the handler's copy of a request with a body, and the
+// reader that wraps the body, allocated together.
+type bodyRequest struct {
+	req  http.Request
+	body bodyReader
+}
+
 // bodyReader arms its request's read deadline before each read.
 type bodyReader struct {
 	io.ReadCloser
-	rc       *http.ResponseController
+	rc       http.ResponseController
 	timeout  time.Duration
 	deadline time.Time // armed last; zero: none
 	ended    bool      // read to its end

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -232,3 +233,71 @@ func TestLargeFilesAndRangesCrossSendChunks(t *testing.T) {
 // limitConn must offer ReadFrom, or net/http would copy files through a
 // buffer instead of sendfile.
 var _ io.ReaderFrom = (*limitConn)(nil)
+
+// TestExpectContinueIsAnsweredAtOnce: a request with Expect: 100-continue
+// is answered at once, as RFC 9110 §10.1.1 asks, with -body-timeout 60 s:
+// by its final status when the handler answers without reading the body
+// (net/http then closes the connection, as bare net/http does), and by
+// 100 Continue when the handler reads it. The client sends its body only
+// after 100 Continue, so an answer that waits for the body comes only at
+// the body timeout, and the 10 s read deadline fails the test.
+func TestExpectContinueIsAnsweredAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveHandler(t, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/echo" {
+			http.Error(w, "not here", http.StatusNotFound) // the body unread
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}), runtimeConfig{BodyTimeout: time.Minute, HeaderTimeout: time.Minute, IdleTimeout: time.Minute, DrainTimeout: time.Second})
+	addr := ln.Addr().String()
+	const head = "POST %s HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+
+	t.Run("handler does not read", func(t *testing.T) {
+		c, br := dialWithin(t, addr, 10*time.Second)
+		fmt.Fprintf(c, head, "/")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("answer before the body: %v, %v; want 404 at once, not at -body-timeout", resp, err)
+		}
+		resp.Body.Close()
+		if !resp.Close {
+			t.Errorf("answer without Connection: close; want it, as bare net/http: the body may yet come")
+		}
+	})
+	t.Run("handler reads", func(t *testing.T) {
+		c, br := dialWithin(t, addr, 10*time.Second)
+		fmt.Fprintf(c, head, "/echo")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusContinue {
+			t.Fatalf("answer before the body: %v, %v; want 100 Continue at once", resp, err)
+		}
+		io.WriteString(c, "hello")
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || string(body) != "hello" {
+			t.Errorf("answer after the body: %d %q, %v; want 200 hello", resp.StatusCode, body, err)
+		}
+	})
+}
+
+// dialWithin connects to addr with a deadline within from now on every
+// read and write, closed when the test ends.
+func dialWithin(t *testing.T, addr string, within time.Duration) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(within))
+	return c, bufio.NewReader(c)
+}

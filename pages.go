@@ -48,14 +48,14 @@ func (h *staticHandler) missing(w http.ResponseWriter, r *http.Request, key stri
 	h.serveFile(w, r, fkey, h.fallback, f, fi)
 }
 
-// openRegular opens name in the root if it is a regular file.
+// openRegular opens name in the root if it is a regular file, never
+// blocking on anything else (see openServed).
 func (h *staticHandler) openRegular(name string) (*os.File, fs.FileInfo, bool) {
-	f, err := h.root.Open(name)
+	f, fi, err := openServed(h.root, name)
 	if err != nil {
 		return nil, nil, false
 	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
+	if !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, nil, false
 	}

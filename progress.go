@@ -36,8 +36,8 @@ import (
 // else it serves moves either. It costs one atomic add; outside a worker
 // (direct mode, or a request servery did not accept) it does nothing.
 func Alive(r *http.Request) {
-	if c, ok := r.Context().Value(h1ConnKey{}).(*h1Conn); ok && c.moved != nil {
-		c.moved.Add(1)
+	if lc, ok := r.Context().Value(connKey{}).(*limitConn); ok && lc.h1.moved != nil {
+		lc.h1.moved.Add(1)
 	}
 }
 

@@ -250,35 +250,81 @@ func (h *staticHandler) unchanged(e *cacheEntry) bool {
 // serveFromDisk answers a request the cache could not: it opens the path in
 // the root and serves a directory redirect, index, listing or file.
 func (h *staticHandler) serveFromDisk(w http.ResponseWriter, r *http.Request, key, name string) {
-	f, err := h.root.Open(name)
+	f, fi, err := openServed(h.root, name)
 	if err != nil {
 		h.serveOpenError(w, r, key, err)
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		h.serveOpenError(w, r, key, err)
-		return
-	}
 	wantDir := strings.HasSuffix(key, "/")
 	switch {
 	case fi.IsDir() && !wantDir:
 		redirectToDir(w, r, key)
 	case fi.IsDir():
 		h.serveDir(w, r, key, name, f)
-	case wantDir || !fi.Mode().IsRegular():
+	case wantDir:
 		h.notFound(w, r)
 	default:
 		h.serveFile(w, r, key, name, f, fi)
 	}
 }
 
+// errNotFile is openServed's answer for a path that is neither a regular
+// file nor a directory.
+var errNotFile = errors.New("neither a regular file nor a directory")
+
+// openServed opens name in root for serving if it is a regular file or a
+// directory, and returns errNotFile for anything else (a FIFO, a device, a
+// socket) without ever blocking on it: open(2) of a FIFO waits for a
+// writer, for ever, holding the request's slot, and opening a device can
+// have effects of its own (a terminal becomes the controlling one, a tape
+// rewinds). So it stats first, and such a path is never opened at all;
+// and since the path can change between the stat and the open, it opens
+// with openFlags (O_NONBLOCK and O_NOCTTY on Unix, as nginx opens the
+// files it serves) and checks the open file's type again. Every file the
+// site serves, its sidecars, indexes and 404 page included, is opened
+// here.
+//
+// The descriptor keeps O_NONBLOCK, as nginx's do: reads of a regular file
+// and sendfile from it ignore it, and clearing it would cost two fcntl
+// calls per open where passing it saves the four that os.Root's OpenFile
+// otherwise spends trying to add the file to the netpoller.
+func openServed(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	if fi, err := root.Stat(name); err != nil {
+		return nil, nil, err
+	} else if !servable(fi) {
+		return nil, nil, errNotFile
+	}
+	f, err := root.OpenFile(name, openFlags, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !servable(fi) {
+		err = errNotFile
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// servable reports whether fi is a regular file or a directory.
+func servable(fi fs.FileInfo) bool {
+	return fi.Mode().IsRegular() || fi.IsDir()
+}
+
 // serveOpenError answers a failed open or stat. A client-chosen path can fail
 // in many ways (missing, ENOTDIR, too long, escaping the root through a
 // symlink); all of them are simply missing, so no failure tells a client
-// more than that. Only a permission problem is reported as such.
+// more than that. Only a permission problem is reported as such, and a
+// path that is not a file (errNotFile) gets a 404, never the fallback.
 func (h *staticHandler) serveOpenError(w http.ResponseWriter, r *http.Request, key string, err error) {
+	if errors.Is(err, errNotFile) {
+		h.notFound(w, r)
+		return
+	}
 	if errors.Is(err, fs.ErrPermission) {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
@@ -298,12 +344,10 @@ func redirectToDir(w http.ResponseWriter, r *http.Request, key string) {
 // under the directory's key.
 func (h *staticHandler) serveDir(w http.ResponseWriter, r *http.Request, key, name string, dir *os.File) {
 	index := path.Join(name, "index.html")
-	if f, err := h.root.Open(index); err == nil {
+	if f, fi, ok := h.openRegular(index); ok {
 		defer f.Close()
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			h.serveFile(w, r, key, index, f, fi)
-			return
-		}
+		h.serveFile(w, r, key, index, f, fi)
+		return
 	}
 	if !h.listing {
 		h.notFound(w, r)

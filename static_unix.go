@@ -4,6 +4,7 @@ package main
 
 import (
 	"io/fs"
+	"os"
 	"syscall"
 )
 
@@ -16,3 +17,8 @@ func inode(fi fs.FileInfo) uint64 {
 	}
 	return 0
 }
+
+// openFlags opens a served path without blocking: O_NONBLOCK makes open(2)
+// of a FIFO return at once (openServed then refuses it), and O_NOCTTY keeps
+// a terminal device from becoming the worker's controlling terminal.
+const openFlags = os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY

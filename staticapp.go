@@ -73,8 +73,12 @@ func staticHealth(_ context.Context, h http.Handler) error {
 	return nil
 }
 
-// checkDir requires a readable directory.
+// checkDir requires a readable directory. It stats before it opens, so a
+// FIFO named as -dir is refused rather than blocking the open.
 func checkDir(dir string) error {
+	if info, err := os.Stat(dir); err == nil && !info.IsDir() {
+		return bad("dir", "%s is not a directory", linkedName(dir))
+	}
 	f, err := os.Open(dir)
 	if err != nil {
 		return dirProblem(dir, err)

@@ -138,18 +138,27 @@ func (srv *server) setIdentity(id *tlsIdentity) error {
 // counting wraps h to count the handlers running, which a drain waits
 // for, and the requests answered. It answers each HTTP/1 request through
 // its connection's drainWriter, which marks the response Connection: close
-// when its header is committed during a drain (see drain). Per request
-// that costs three atomic adds, a context lookup, one comparison (the
-// -max-requests limit, reached once) and no allocation. In a worker the
-// parent probes, each request is also in the set of those in flight
-// (progress.go) while its handler runs: two short holds of a lock, and
-// for HTTP/2 one allocation.
+// when its header is committed during a drain (see drain). A request
+// whose connection was closed to make room before the request began
+// (evict.go) is dropped before its handler runs: the client, which sees
+// the connection close without an answer, may send it again. Per request
+// that costs three atomic adds, a context lookup, an atomic load, one
+// comparison (the -max-requests limit, reached once) and no allocation. In a worker the parent probes, each request is also in the set of
+// those in flight (progress.go) while its handler runs: two short holds
+// of a lock, and for HTTP/2 one allocation.
 func (srv *server) counting(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lc, _ := r.Context().Value(connKey{}).(*limitConn)
+		if lc.evicted() {
+			return
+		}
 		srv.inflight.Add(1)
 		defer srv.inflight.Add(-1)
 		var dw *drainWriter
-		c, _ := r.Context().Value(h1ConnKey{}).(*h1Conn)
+		var c *h1Conn
+		if lc != nil {
+			c = &lc.h1
+		}
 		if r.ProtoMajor == 1 && c != nil {
 			dw = c.answer(w)
 			w = dw
@@ -201,8 +210,11 @@ func (srv *server) serve(ln net.Listener) error {
 
 // trackConns keeps what a drain knows of each connection (see drain.go):
 // the set of open HTTP/1 connections, and whether each is answering a
-// request or since when it has been idle. Outside a drain a request costs
-// it two stores, and no clock read.
+// request or since when it has been idle; and, for -max-conns, which
+// connections are idle (HTTP/1 and HTTP/2) and may be closed to make
+// room (evict.go). Outside a drain a request costs it two stores, and
+// with -max-conns an atomic add and three compare-and-swaps or loads; no
+// clock read.
 func (srv *server) trackConns(c net.Conn, state http.ConnState) {
 	lc := asLimitConn(c)
 	if lc == nil {
@@ -213,12 +225,14 @@ func (srv *server) trackConns(c net.Conn, state http.ConnState) {
 		srv.h1.add(&lc.h1)
 	case http.StateActive:
 		lc.h1.idleSince.Store(connBusy)
+		lc.markBusy()
 	case http.StateIdle:
 		var idle time.Duration
 		if began := srv.drainBegan.Load(); began != nil {
 			idle = time.Since(*began)
 		}
 		lc.h1.idleSince.Store(int64(idle))
+		lc.markIdle()
 	case http.StateClosed, http.StateHijacked:
 		srv.h1.remove(&lc.h1)
 	}

@@ -149,7 +149,8 @@ mutant root "nothing outside -dir is served (os.Root)" \
 	"files opened with os.Open(dir/name) instead of the root" \
 	"TestStaticRefusesHostilePaths TestPathEscapesOverTheWireStayInsideRoot"
 m_root() {
-	edit static.go 'f, err := h.root.Open(name)' 'f, err := os.Open(h.root.Name() + "/" + name)'
+	edit static.go '	if fi, err := root.Stat(name); err != nil {' '	if fi, err := os.Stat(root.Name() + "/" + name); err != nil {'
+	edit static.go '	f, err := root.OpenFile(name, openFlags, 0)' '	f, err := os.OpenFile(root.Name()+"/"+name, openFlags, 0)'
 }
 
 mutant dotfiles "no dotfile is served (except /.well-known/)" \
@@ -764,6 +765,53 @@ mutant body-timeout "a request body that makes no progress for -body-timeout is 
 	"TestHostileClientsLoseTheirSlotOverEveryTransport"
 m_body-timeout() {
 	edit worker.go 'streamDeadlines(bodyDeadlines(srv.counting(h), cfg.BodyTimeout), cfg.WriteTimeout)' 'streamDeadlines(srv.counting(h), cfg.WriteTimeout)'
+}
+
+mutant fifo-open "nothing under -dir that is not a file (a FIFO, a device, a socket) can block an open" \
+	"a served path is opened blocking, with no look at its type first" \
+	"TestNothingUnderTheRootThatIsNotAFileBlocksAnOpen"
+m_fifo-open() {
+	edit static.go '	} else if !servable(fi) {' '	} else if _ = fi; false {'
+	edit static.go '	f, err := root.OpenFile(name, openFlags, 0)' '	f, err := root.Open(name)'
+}
+
+mutant expect-continue "a request with Expect: 100-continue is answered at once, its body unread" \
+	"the body deadline replaces the body on net/http's own request" \
+	"TestExpectContinueIsAnsweredAtOnce"
+m_expect-continue() {
+	edit listener.go '		h.ServeHTTP(w, &br.req)' '		r.Body = b
+		h.ServeHTTP(w, r)'
+}
+
+mutant evict-idle "at -max-conns a new client is served at once: an idle keep-alive connection makes room" \
+	"no eviction: a new client waits for a slot whatever holds it" \
+	"TestIdleKeepAliveConnectionsMakeRoomAtMaxConns TestHostileClientsLoseTheirSlotOverEveryTransport"
+m_evict-idle() {
+	edit evict.go '	for l.idle.longest() == nil {' '	for l.idle.longest() == nil || true {'
+}
+
+mutant evict-longest "the connection idle longest makes room" \
+	"the connection idle for the shortest time makes room" \
+	"TestEvictionClosesTheConnectionIdleLongest"
+m_evict-longest() {
+	edit evict.go '(victim == nil || seq < vseq)' '(victim == nil || seq > vseq)'
+}
+
+mutant evict-busy "a connection with a request in flight is never closed to make room" \
+	"a busy connection may be closed to make room, before idle ones" \
+	"TestRequestInFlightIsNeverEvicted TestMaxConnsHoldsExtraConnectionUntilOneFrees"
+m_evict-busy() {
+	edit evict.go 'if seq := c.idle.Load(); seq > notIdle &&' 'if seq := c.idle.Load(); seq >= notIdle &&'
+	edit evict.go '	if v <= notIdle || !c.idle.CompareAndSwap(v, connEvicted) {' '	if v < notIdle || !c.idle.CompareAndSwap(v, connEvicted) {'
+}
+
+mutant evicted-runs "a request read from a connection already closed to make room never runs" \
+	"its handler runs on the closed connection" \
+	"TestRequestOnAnEvictedConnectionNeverRuns"
+m_evicted-runs() {
+	edit worker.go '		if lc.evicted() {
+			return
+		}' ''
 }
 
 mutant close-write "a refused request ends in a close, not a reset" \
