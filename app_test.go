@@ -151,7 +151,7 @@ func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/slow":
 		h.p.mark(fmt.Sprintf("slow-begun-%d", h.w.Index))
-		h.p.sleep(r)
+		h.p.sleep(rw)
 		defer h.p.mark(fmt.Sprintf("slow-done-%d", h.w.Index))
 		defer h.p.mark(fmt.Sprintf("slow-done-gen-%d", h.w.Generation))
 	case "/deadlock":
@@ -164,6 +164,20 @@ func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(rw, "data: %d\n\n", time.Now().UnixNano())
 			rw.(http.Flusher).Flush()
 		}
+		return
+	case "/upload": // reads the body, however slowly it comes
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(rw, "read %d bytes", n)
+		return
+	case "/hijack-idle": // holds the hijacked connection idle for -slow, then one byte
+		conn, _, err := http.NewResponseController(rw).Hijack()
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer conn.Close()
+		time.Sleep(h.p.slow)
+		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\n.")
 		return
 	case "/hijack": // a byte every 100 ms for -slow, on the hijacked connection
 		conn, _, err := http.NewResponseController(rw).Hijack()
@@ -188,14 +202,14 @@ func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // sleep waits -slow, saying it is alive every tenth of it with
 // -slow-alive.
-func (p *probe) sleep(r *http.Request) {
+func (p *probe) sleep(w http.ResponseWriter) {
 	if !p.slowAlive {
 		time.Sleep(p.slow)
 		return
 	}
 	for range 10 {
 		time.Sleep(p.slow / 10)
-		Alive(r)
+		Alive(w)
 	}
 }
 

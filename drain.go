@@ -173,12 +173,15 @@ type h1Conn struct {
 	// the set's lock).
 	conn       net.Conn
 	unsentSeen int
-	// req is its request in flight, in the server's set (progress.go);
-	// moved is the server's progress count, which writes on the
-	// connection add to while a request is open on it, whatever its
-	// protocol, and Alive adds to.
-	req   inflightReq
-	moved *atomic.Int64
+	// Progress (progress.go): req is its HTTP/1 request in flight, in the
+	// server's set; progress counts what its requests moved (the stuck
+	// rule's, per connection); prog is the server's counts, nil where
+	// the parent does not probe; h2 is set once it speaks HTTP/2, whose
+	// progress its streams count.
+	req      inflightReq
+	progress atomic.Int64
+	prog     *progressCounts
+	h2       atomic.Bool
 }
 
 // h1Conns is the set of open HTTP/1 connections, which awaitClosed looks
@@ -265,6 +268,7 @@ type drainWriter struct {
 	draining  *atomic.Bool // the server's; set once per connection
 	conn      *h1Conn      // the connection this writer belongs to
 	committed bool
+	hijacked  bool // its handler hijacked the connection, and counts in prog.hijacked
 }
 
 // answer points the connection's writer at w, the writer of a request
@@ -279,6 +283,10 @@ func (c *h1Conn) answer(w http.ResponseWriter) *drainWriter {
 func (d *drainWriter) done() {
 	d.commit()
 	d.ResponseWriter = returnedWriter{}
+	if d.hijacked {
+		d.hijacked = false
+		d.conn.prog.hijacked.Add(-1)
+	}
 }
 
 // commit adds Connection: close to the header during a drain, the first
@@ -333,7 +341,15 @@ func (d *drainWriter) FlushError() error {
 
 func (d *drainWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	d.committed = true // net/http writes no header on a hijacked connection
-	return http.NewResponseController(d.ResponseWriter).Hijack()
+	conn, rw, err := http.NewResponseController(d.ResponseWriter).Hijack()
+	if err == nil && d.conn.prog != nil && !d.hijacked {
+		// The connection is the program's now: its handler's silence on
+		// it is no stall of the serving path (progress.go).
+		d.hijacked = true
+		d.conn.prog.hijacked.Add(1)
+		d.conn.req.hijacked.Store(true)
+	}
+	return conn, rw, err
 }
 
 // Unwrap lets http.ResponseController reach the writer underneath.

@@ -66,7 +66,6 @@ type (
 	evRetired struct { // a recycled worker has gone, its replacement serving since evReplaced
 		gen  generation
 		slot int
-		r    replacement
 	}
 )
 
@@ -375,6 +374,13 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 		v.replaceFailed(l, ev, s, lost)
 	default:
 		if ev.recycle {
+			v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
+				"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
+			l.stats.Recycles++
+			if l.stats.RecyclesBy == nil {
+				l.stats.RecyclesBy = map[string]int64{}
+			}
+			l.stats.RecyclesBy[s.limit]++
 			s.recycleFailures = 0
 			if time.Since(s.since) >= v.heal.Steady {
 				// The recycled worker served steadily, and left at its
@@ -408,28 +414,20 @@ func (v *Service) awaitRetired(h *healing, ev evReplaced) {
 	go func() {
 		select {
 		case <-r.retired:
-			v.send(evRetired{gen: gen, slot: slot, r: r})
+			v.send(evRetired{gen: gen, slot: slot})
 		case <-ctx.Done():
 		}
 	}()
 }
 
-// onRetired ends a recycle: its old worker has gone. The next queued
-// recycle may begin.
+// onRetired ends a recycle: its old worker has gone (or been left
+// behind, stuck in the kernel). The next queued recycle may begin.
 func (v *Service) onRetired(l *life, ev evRetired) {
 	h := l.heal
-	if h == nil || ev.gen != h.gen {
+	if h == nil || ev.gen != h.gen || l.ending {
 		return
 	}
-	s := h.slot(ev.slot)
 	h.recycling = false
-	v.log.Info("worker recycled", "generation", ev.gen.number(), "worker", ev.slot,
-		"old_pid", ev.r.OldPID, "new_pid", ev.r.NewPID, "took", since(s.recycled))
-	l.stats.Recycles++
-	if l.stats.RecyclesBy == nil {
-		l.stats.RecyclesBy = map[string]int64{}
-	}
-	l.stats.RecyclesBy[s.limit]++
 	v.nextRecycle(l)
 }
 

@@ -45,7 +45,7 @@ type limitListener struct {
 	writeTimeout time.Duration
 	open         atomic.Int64
 	accepted     *atomic.Int64
-	moved        *atomic.Int64 // the server's progress count (progress.go); nil: none
+	prog         *progressCounts // the server's progress counts (progress.go); nil: none
 	closed       chan struct{}
 	closeOnce    sync.Once
 	// idle is how the cap makes room (evict.go); unused without a cap.
@@ -101,7 +101,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	l.accepted.Add(1)
 	l.open.Add(1)
 	lc := &limitConn{Conn: c, ln: l, writeTimeout: l.writeTimeout}
-	lc.h1.conn, lc.h1.moved = c, l.moved
+	lc.h1.conn, lc.h1.prog = c, l.prog
 	l.idle.add(lc)
 	return lc, nil
 }
@@ -182,10 +182,18 @@ type limitConn struct {
 const writeChunk = 64 << 10
 
 func (c *limitConn) Write(b []byte) (int, error) {
+	if c.writeTimeout <= 0 && c.h1.prog == nil {
+		return c.Conn.Write(b)
+	}
+	forRequest := c.forRequest()
+	if forRequest {
+		c.h1.prog.waits(1)
+		defer c.h1.prog.waits(-1)
+	}
 	if len(b) <= writeChunk {
 		c.armWrite()
 		n, err := c.Conn.Write(b)
-		c.progressed()
+		c.moved(forRequest, int64(n))
 		return n, err
 	}
 	var total int
@@ -193,7 +201,7 @@ func (c *limitConn) Write(b []byte) (int, error) {
 		c.rearmWrite()
 		chunk := b[:min(len(b), writeChunk)]
 		n, err := c.Conn.Write(chunk)
-		c.progressed()
+		c.moved(forRequest, int64(n))
 		total += n
 		if err != nil {
 			return total, err
@@ -203,14 +211,20 @@ func (c *limitConn) Write(b []byte) (int, error) {
 	return total, nil
 }
 
-// progressed counts a write that returned as the server's progress while
-// the connection has a request in flight (progress.go): an HTTP/1
-// request or hijacked connection, or an HTTP/2 connection with a stream
-// open. A TLS handshake or a new connection's HTTP/2 settings are not a
-// request's progress.
-func (c *limitConn) progressed() {
-	if c.h1.moved != nil && c.h1.idleSince.Load() < 0 {
-		c.h1.moved.Add(1)
+// forRequest reports whether a write now is on an HTTP/1 request's
+// behalf, which progress.go counts, in a worker the parent probes: the
+// connection has a request open, or was hijacked by one. A TLS
+// handshake is not, nor an idle connection's write; an HTTP/2
+// connection's progress is its streams' (streamWriter), not its
+// frames'. Such a write, while it blocks, waits on the client.
+func (c *limitConn) forRequest() bool {
+	return c.h1.prog != nil && c.h1.idleSince.Load() < 0 && !c.h1.h2.Load()
+}
+
+// moved counts n bytes written on a request's behalf as progress.
+func (c *limitConn) moved(forRequest bool, n int64) {
+	if forRequest && n > 0 {
+		c.h1.progressed()
 	}
 }
 
@@ -223,6 +237,14 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 	if !ok {
 		return io.Copy(struct{ io.Writer }{c}, r)
 	}
+	if c.writeTimeout <= 0 && c.h1.prog == nil {
+		return rf.ReadFrom(r)
+	}
+	forRequest := c.forRequest()
+	if forRequest {
+		c.h1.prog.waits(1)
+		defer c.h1.prog.waits(-1)
+	}
 	src, remain := r, int64(math.MaxInt64)
 	outer, limited := r.(*io.LimitedReader)
 	if limited {
@@ -233,7 +255,7 @@ func (c *limitConn) ReadFrom(r io.Reader) (int64, error) {
 		c.rearmWrite()
 		want := min(remain, writeChunk)
 		n, err := rf.ReadFrom(&io.LimitedReader{R: src, N: want})
-		c.progressed()
+		c.moved(forRequest, n)
 		total, remain = total+n, remain-n
 		if limited {
 			outer.N -= n
@@ -324,8 +346,8 @@ func (c *limitConn) Close() error {
 	return err
 }
 
-// bodyDeadlines bounds the wait for each request body's next bytes by
-// timeout, as nginx's client_body_timeout does: a body that makes no
+// bodies bounds the wait for each request body's next bytes by
+// -body-timeout, as nginx's client_body_timeout does: a body that makes no
 // progress for that long is cut. net/http has no such bound (ReadTimeout
 // would bound the whole request, a long upload included), so a client
 // that declared Content-Length: 100, sent 5 bytes and stalled held its
@@ -350,8 +372,13 @@ func (c *limitConn) Close() error {
 // passed; with the body it knows, net/http closes after answering, as
 // bare net/http does. It also decides again, as bare net/http does, that
 // a body with 256 KiB or more unread is not worth discarding.
-func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
-	if timeout <= 0 {
+//
+// In a worker the parent probes, the reader also counts each read that
+// brings bytes as the request's progress, and the time a read blocks as
+// waiting on the client (progress.go), with or without a timeout.
+func (srv *server) bodies(h http.Handler) http.Handler {
+	timeout := srv.cfg.BodyTimeout
+	if timeout <= 0 && !srv.track {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -362,6 +389,9 @@ func bodyDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 		br := &bodyRequest{req: *r}
 		b := &br.body
 		*b = bodyReader{ReadCloser: r.Body, rc: *http.NewResponseController(w), timeout: timeout}
+		if srv.track {
+			b.prog, b.request = progressOf(w, r)
+		}
 		br.req.Body = b
 		b.arm()
 		h.ServeHTTP(w, &br.req)
@@ -383,14 +413,24 @@ type bodyRequest struct {
 type bodyReader struct {
 	io.ReadCloser
 	rc       http.ResponseController
-	timeout  time.Duration
-	deadline time.Time // armed last; zero: none
-	ended    bool      // read to its end
+	timeout  time.Duration // 0: none
+	deadline time.Time     // armed last; zero: none
+	ended    bool          // read to its end
+	// What its reads count as progress (progress.go): its server's, and
+	// its request's; nil: not counted.
+	prog    *progressCounts
+	request *atomic.Int64
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	b.arm()
+	b.prog.waits(1)
 	n, err := b.ReadCloser.Read(p)
+	b.prog.waits(-1)
+	if n > 0 && b.prog != nil {
+		b.request.Add(1)
+		b.prog.moved.Add(1)
+	}
 	if err == io.EOF && !b.ended {
 		b.ended = true
 		b.rc.SetReadDeadline(time.Time{})
@@ -401,6 +441,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 // arm moves the read deadline timeout ahead once less than half of it
 // is left.
 func (b *bodyReader) arm() {
+	if b.timeout <= 0 {
+		return
+	}
 	now := time.Now()
 	if b.ended || !b.deadline.IsZero() && b.deadline.Sub(now) > b.timeout/2 {
 		return
@@ -409,7 +452,7 @@ func (b *bodyReader) arm() {
 	b.rc.SetReadDeadline(b.deadline)
 }
 
-// streamDeadlines bounds each HTTP/2 response the way limitConn bounds an
+// streams bounds each HTTP/2 response (-write-timeout) the way limitConn bounds an
 // HTTP/1 connection. An HTTP/2 client can keep reading TCP while it never
 // sends WINDOW_UPDATE: no socket write then blocks, so the connection's
 // deadline never fires, the handler waits on flow control, and the idle
@@ -426,8 +469,14 @@ func (b *bodyReader) arm() {
 // event stream) flushes before it pauses, as it must anyway for the client
 // to see the data, and is never cut for the pause. HTTP/1 requests pass
 // straight through, allocation-free.
-func streamDeadlines(h http.Handler, timeout time.Duration) http.Handler {
-	if timeout <= 0 {
+//
+// In a worker the parent probes, the writer also counts each write and
+// flush that returns as the request's progress, and the time one blocks
+// (on flow control, mostly) as waiting on the client (progress.go), with
+// or without a timeout.
+func (srv *server) streams(h http.Handler) http.Handler {
+	timeout := srv.cfg.WriteTimeout
+	if timeout <= 0 && !srv.track {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -436,7 +485,11 @@ func streamDeadlines(h http.Handler, timeout time.Duration) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		h.ServeHTTP(&streamWriter{ResponseWriter: w, dl: dl, timeout: timeout}, r)
+		sw := &streamWriter{ResponseWriter: w, dl: dl, timeout: timeout}
+		if srv.track {
+			sw.prog = &srv.prog
+		}
+		h.ServeHTTP(sw, r)
 	})
 }
 
@@ -449,8 +502,14 @@ type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 type streamWriter struct {
 	http.ResponseWriter
 	dl       writeDeadliner
-	timeout  time.Duration
-	deadline time.Time // armed last; zero: none
+	timeout  time.Duration // 0: none
+	deadline time.Time     // armed last; zero: none
+	// Its progress (progress.go): the server's counts, nil where the
+	// parent does not probe; its own, which names it stuck or not; and
+	// its place in the set of requests in flight.
+	prog     *progressCounts
+	progress atomic.Int64
+	req      inflightReq
 }
 
 func (s *streamWriter) Write(b []byte) (int, error) {
@@ -460,7 +519,12 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 			return total, err
 		}
 		chunk := b[:min(len(b), writeChunk)]
+		s.prog.waits(1)
 		n, err := s.ResponseWriter.Write(chunk)
+		s.prog.waits(-1)
+		if n > 0 {
+			s.progressed()
+		}
 		total += n
 		b = b[n:]
 		if err != nil || len(b) == 0 {
@@ -478,13 +542,21 @@ func (s *streamWriter) Flush() {
 		return
 	}
 	s.arm()
+	s.prog.waits(1)
 	f.Flush()
-	s.deadline = time.Time{}
-	s.dl.SetWriteDeadline(s.deadline)
+	s.prog.waits(-1)
+	s.progressed()
+	if s.timeout > 0 {
+		s.deadline = time.Time{}
+		s.dl.SetWriteDeadline(s.deadline)
+	}
 }
 
 // arm moves the deadline timeout ahead once less than half of it is left.
 func (s *streamWriter) arm() error {
+	if s.timeout <= 0 {
+		return nil
+	}
 	now := time.Now()
 	if !s.deadline.IsZero() && s.deadline.Sub(now) > s.timeout/2 {
 		return nil

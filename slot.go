@@ -83,6 +83,7 @@ func (s *Supervisor) gone(p *workerProc) <-chan struct{} {
 		defer close(c)
 		select {
 		case <-p.exited:
+		case <-p.leftBehind:
 		case <-s.joins.Done():
 		}
 	}()
@@ -110,7 +111,7 @@ func (s *Supervisor) spawnInto(slot int) (*workerProc, [][]byte, uint64, error) 
 	}
 	lnFile, err := listenerFile(s.ln)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, fmt.Errorf("worker %d: listener: %w", slot, refused(err))
 	}
 	defer lnFile.Close() // the worker has its own copy
 	p, err := s.spawn(slot, lnFile, make(chan event))
@@ -164,6 +165,7 @@ func (s *Supervisor) abandon(p *workerProc, committed bool) {
 	s.retire(p, drain)
 	select {
 	case <-p.exited:
+	case <-p.leftBehind:
 	case <-s.joins.Done():
 	}
 }
@@ -171,7 +173,9 @@ func (s *Supervisor) abandon(p *workerProc, committed bool) {
 // retire makes one worker leave while its generation serves on: it closes
 // the worker's stdin, its drain signal, and in a goroutine of its own
 // terminates it at drain and kills it at the force deadline, both from
-// now, unless it exits first or the generation's stop takes over.
+// now, unless it exits first or the generation's stop takes over. One
+// still not reaped unreapedGrace after the kill is left behind (leave):
+// stuck in the kernel, it holds up no replacement.
 func (s *Supervisor) retire(p *workerProc, drain time.Duration) {
 	p.stdin.Close()
 	force := s.cfg.ForceTimeout - s.cfg.DrainTimeout + drain
@@ -181,12 +185,17 @@ func (s *Supervisor) retire(p *workerProc, drain time.Duration) {
 			at     time.Duration
 			sig    os.Signal
 			action string // as the stop's escalate names it
-		}{{drain, syscall.SIGTERM, "terminate"}, {force, syscall.SIGKILL, "kill"}} {
+		}{{drain, syscall.SIGTERM, "terminate"}, {force, syscall.SIGKILL, "kill"}, {force + unreapedGrace, nil, "leave"}} {
 			timer := time.NewTimer(time.Until(began.Add(st.at)))
 			select {
 			case <-p.exited:
 			case <-s.done:
 			case <-timer.C:
+				if st.sig == nil {
+					s.log.Error("worker outlived SIGKILL: stuck in the kernel; its slot is respawned beside it", "worker", p.index, "pid", p.pid, "after", unreapedGrace)
+					p.leave()
+					return
+				}
 				if st.at > 0 {
 					s.log.Warn("worker outlived deadline", "worker", p.index, "pid", p.pid, "action", st.action)
 				}

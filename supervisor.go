@@ -752,9 +752,11 @@ type workerProc struct {
 	// asked, on monoNow's clock; 0: none pending.
 	askedAt atomic.Int64
 	silence silence // the probe's alone (watch.go)
-	// leftBehind is closed when a hung worker outlived its SIGKILL and
-	// its slot is respawned without waiting for its exit (watch.go).
+	// leftBehind is closed (leave) when the worker outlived its SIGKILL
+	// by unreapedGrace, stuck in the kernel: whatever waits for its exit
+	// to replace it (a respawn, the next recycle) goes on without it.
 	leftBehind chan struct{}
+	leaveOnce  sync.Once
 
 	readyAt atomic.Int64 // when it reported ready, in Unix nanoseconds; 0 until then
 
@@ -764,6 +766,9 @@ type workerProc struct {
 	replied     chan struct{} // closed, and replaced, at each stats answer
 	killed      error         // why the parent killed it (errHung), for its exit's line; nil: it did not
 }
+
+// leave closes leftBehind, once.
+func (p *workerProc) leave() { p.leaveOnce.Do(func() { close(p.leftBehind) }) }
 
 // killedFor records why the parent is about to kill p, so its exit is
 // told from a crash's or the OOM killer's.
@@ -943,8 +948,8 @@ func (s *Supervisor) reap(p *workerProc) {
 	exit := fmt.Errorf("%w: %s", errExited, status)
 	if why := p.killReason(); why != nil {
 		// The parent's own kill, which its budget does not count (heal.go).
+		exit = fmt.Errorf("%w: killed, %w (%s)", errExited, why, status)
 		status = "killed, " + why.Error() + " (" + status + ")"
-		exit = fmt.Errorf("%w: killed, %w (%s)", errExited, why, p.status)
 	}
 	s.counts.end(p, p.getStats(), exitReason(p.status), status)
 	s.deliver(p, event{proc: p, err: exit})

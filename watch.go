@@ -19,18 +19,15 @@ import (
 	"time"
 )
 
-// defaultWorkerTimeout is -worker-timeout's default. A healthy Go worker
-// answers a probe within milliseconds: the answer needs only the runtime
-// to schedule one goroutine, which it preempts others for, even with
-// every core busy and during a garbage collection (its pauses are well
-// under a millisecond), plus the App's health check. gunicorn's 30 s has
-// not been a source of false kills in a decade of use; uvicorn's 5 s was
-// (a CPU-heavy start, a GIL held: PRs 2397, 2500 and 2711 added a flag to
-// raise it), though a Python process cannot answer while its GIL is held
-// and a Go process can. 30 s, measured from the oldest unanswered probe,
-// so a swapping host or a paused VM does not kill a worker that merely
-// ran late, and probing starts only once a worker is ready: a slow start
-// is the startup timeout's business, never a hang.
+// defaultWorkerTimeout is -worker-timeout's default, gunicorn's 30 s:
+// how long a worker's requests in flight may make no progress, none
+// answered and nothing written, before the worker is hung. A request
+// that legitimately runs longer without writing (a report, a long poll)
+// calls Alive, or the operator raises the timeout. Measured by the
+// worker's own ticker (progress.go), not by how soon it answers a probe:
+// a worker whose CPU its own handlers take answers late, and is busy,
+// not hung. Probing starts only once a worker is ready: a slow start is
+// the startup timeout's business, never a hang.
 const defaultWorkerTimeout = 30 * time.Second
 
 // hungGrace is how long a hung worker gets after SIGQUIT, which makes the
@@ -47,14 +44,19 @@ const hungGrace = 2 * time.Second
 // counts.
 func (s *Supervisor) probe() {
 	timeout := s.cfg.WorkerTimeout
-	tick := time.NewTicker(timeout / 4)
+	interval := timeout / 4
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	last := monoNow()
 	for {
 		select {
 		case <-tick.C:
 		case <-s.done:
 			return
 		}
+		now := monoNow()
+		late := time.Duration(now-last) > 2*interval
+		last = now
 		s.mu.Lock()
 		stopping := s.stopping
 		var ready []*workerProc
@@ -68,6 +70,14 @@ func (s *Supervisor) probe() {
 			return
 		}
 		for _, p := range ready {
+			if late {
+				// The parent itself did not run for a while: the host
+				// or VM was paused, or its cgroup frozen, and the
+				// workers with it. Their silence meanwhile says
+				// nothing: the questions are forgotten and asked anew.
+				p.askedAt.Store(0)
+				continue
+			}
 			s.judgeSilence(p, timeout)
 		}
 		s.askStats(time.Now().Add(timeout / 4))
@@ -113,8 +123,11 @@ func (s *Supervisor) judgeSilence(p *workerProc, timeout time.Duration) {
 	}
 	now, q := monoNow(), &p.silence
 	if q.question != asked {
+		// First seen pending: no verdict before the CPU time it used
+		// since can be measured.
 		*q = silence{question: asked, at: now}
 		q.cpu, q.known = processCPU(p.pid)
+		return
 	}
 	silent := time.Duration(now - asked)
 	if silent <= timeout {
@@ -209,7 +222,7 @@ func (s *Supervisor) killHung(p *workerProc) {
 			continue
 		}
 		s.log.Error("worker outlived SIGKILL: stuck in the kernel; its slot is respawned beside it", "worker", p.index, "pid", p.pid, "after", unreapedGrace)
-		close(p.leftBehind)
+		p.leave()
 		s.observe(event{proc: p, err: fmt.Errorf("%w: killed, %w, and not reaped", errExited, p.killReason())})
 	}
 }

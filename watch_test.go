@@ -4,9 +4,11 @@ package main
 // and respawned; a healthy one never is; one over its memory is recycled.
 
 import (
+	"bufio"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -221,7 +223,7 @@ func TestHandlerSlowerThanTheWorkerTimeoutWithNothingElseMovingIsAHang(t *testin
 	// with nothing else moving in its worker, is a stuck serving path.
 	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s", "-slow", "1m")
 	go get(s.addr, "/slow")
-	m := waitLogMatch(t, s, `msg="request stuck" worker=(\d) pid=\d+ generation=1 method=GET path=/slow running_for=\S+ timeout=1s`)
+	m := waitLogMatch(t, s, `msg="request stuck" worker=(\d) pid=\d+ generation=1 method=GET path=/slow stuck_for=\S+ timeout=1s`)
 	waitLogMatch(t, s, `msg="worker hung" generation=1 worker=`+m[1]+` pid=\d+ why="no progress" for=\S+ timeout=1s inflight=1`)
 }
 
@@ -367,23 +369,45 @@ func TestOneStuckRequestWhileOthersFinishIsNamedNotAHang(t *testing.T) {
 	}
 }
 
-func TestRequestsThatMoveBytesAreNeverAHang(t *testing.T) {
+func TestRequestsThatMoveBytesOrWaitOnTheirClientAreNeverAHang(t *testing.T) {
 	skipWithoutWorkers(t)
 	// Each runs for three worker timeouts, at the lowest there is, and
-	// is the only request of its worker: its bytes are its progress.
+	// is the only request of its worker: its bytes are its progress, or
+	// its client is what it waits on (-write-timeout and -body-timeout
+	// bound that client, not the hang rule), or its connection is the
+	// program's.
 	site := t.TempDir()
 	const big = 24 << 20
 	writeFile(t, site, "big.bin", strings.Repeat("x", big))
+	readAll := func(slow time.Duration) func(t *testing.T, addr, path string) int {
+		return func(t *testing.T, addr, path string) int {
+			resp, err := http.Get("http://" + addr + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var n int
+			for buf := make([]byte, 256<<10); ; time.Sleep(slow) {
+				m, err := io.ReadFull(resp.Body, buf)
+				if n += m; err != nil {
+					return n
+				}
+			}
+		}
+	}
 	for _, tc := range []struct {
-		name string
-		args []string
-		path string
-		slow bool // read at 8 MiB/s: the download takes seconds
-		want int
+		name   string
+		args   []string
+		path   string
+		client func(t *testing.T, addr, path string) int
+		want   int // bytes read; -1: any but none; 4096: the client that stops, whose request may be named stuck
 	}{
-		{"download to a slow client", []string{"-dir", site}, "/big.bin", true, big},
-		{"stream", []string{"-slow", "3s"}, "/stream", false, -1},
-		{"hijacked connection", []string{"-slow", "3s"}, "/hijack", false, 30},
+		{"download to a slow client", []string{"-dir", site}, "/big.bin", readAll(32 * time.Millisecond), big},
+		{"stream", []string{"-slow", "3s"}, "/stream", readAll(0), -1},
+		{"hijacked connection written to", []string{"-slow", "3s"}, "/hijack", readAll(0), 30},
+		{"hijacked connection left idle", []string{"-slow", "3s"}, "/hijack-idle", readAll(0), 1},
+		{"client that stops reading", []string{"-dir", site}, "/big.bin", stopReading, 4096},
+		{"slow upload", []string{"-slow", "3s"}, "/upload", slowUpload, len("read 30 bytes")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-workers", "2", "-worker-timeout", "1s"}, tc.args...)
@@ -393,30 +417,56 @@ func TestRequestsThatMoveBytesAreNeverAHang(t *testing.T) {
 			} else {
 				s, _ = startProbeWithStatus(t, args...)
 			}
-			resp, err := http.Get("http://" + s.addr + tc.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var n int
-			for buf := make([]byte, 256<<10); ; {
-				m, err := io.ReadFull(resp.Body, buf)
-				n += m
-				if err != nil {
-					break
-				}
-				if tc.slow {
-					time.Sleep(32 * time.Millisecond)
-				}
-			}
-			if tc.want >= 0 && n != tc.want || n == 0 {
+			if n := tc.client(t, s.addr, tc.path); tc.want >= 0 && n != tc.want || n == 0 {
 				t.Errorf("read %d bytes; want %d", n, tc.want)
 			}
 			if strings.Contains(s.logs(), "worker hung") {
-				t.Errorf("a worker whose one request moved bytes was found hung:\n%s", s.logs())
+				t.Errorf("a worker whose one request moved bytes or waited on its client was found hung:\n%s", s.logs())
+			}
+			// Moving, or the program's: not stuck either. One whose
+			// client stopped reading is, and is named.
+			if stuck := strings.Contains(s.logs(), `msg="request stuck"`); stuck && tc.want != 4096 {
+				t.Errorf("request stuck named: %v:\n%s", stuck, s.logs())
 			}
 		})
 	}
+}
+
+// stopReading reads the first 4 KiB of path's answer and then nothing for
+// three seconds, as a video player that has buffered enough does.
+func stopReading(t *testing.T, addr, path string) int {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	buf := make([]byte, 4096)
+	n, _ := io.ReadFull(c, buf)
+	time.Sleep(3 * time.Second)
+	return n
+}
+
+// slowUpload sends a 30-byte body to path a byte every 100 ms, and reads
+// the answer.
+func slowUpload(t *testing.T, addr, path string) int {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\nConnection: close\r\n\r\n", path)
+	for range 30 {
+		time.Sleep(100 * time.Millisecond)
+		c.Write([]byte("."))
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return len(body)
 }
 
 func TestWorkersHungFromOneCauseNeverEndTheService(t *testing.T) {
@@ -436,5 +486,29 @@ func TestWorkersHungFromOneCauseNeverEndTheService(t *testing.T) {
 	}
 	if doc := readStatus(t, addr); doc.Stopping {
 		t.Errorf("/status says stopping after hangs from one cause")
+	}
+}
+
+func TestAPauseOfTheWholeServiceIsNoHang(t *testing.T) {
+	skipWithoutWorkers(t)
+	// The parent and its workers stopped together for three timeouts, as
+	// a paused VM or a frozen cgroup stops them: the workers' silence
+	// meanwhile is the host's, not theirs.
+	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s")
+	readStatus(t, addr) // asks every worker: questions in flight when the pause comes are likely
+	pids := append(s.workerPIDs(), s.cmd.Process.Pid)
+	for _, pid := range pids {
+		pause(pid)
+	}
+	time.Sleep(3 * time.Second) // the pause itself
+	for i := len(pids) - 1; i >= 0; i-- {
+		unpause(pids[i])
+	}
+	// Three timeouts of probing after it.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		readStatus(t, addr)
+	}
+	if strings.Contains(s.logs(), "worker hung") {
+		t.Errorf("a worker was found hung for a pause of the whole service:\n%s", s.logs())
 	}
 }

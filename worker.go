@@ -61,11 +61,10 @@ type server struct {
 	accepted atomic.Int64
 	served   atomic.Int64
 	inflight atomic.Int64 // handlers running (counting), which a drain waits for
-	// Progress (progress.go): writes on a request's behalf, and requests
-	// found stuck. requests lists those in flight, while track is set:
-	// in a worker the parent probes, set before serve.
-	moved    atomic.Int64
-	stuck    atomic.Int64
+	// Progress (progress.go), kept while track is set: in a worker the
+	// parent probes, set before serve. requests lists those in flight.
+	prog     progressCounts
+	stuck    atomic.Int64 // requests found stuck
 	stalled  atomic.Int64 // how long, as a time.Duration, no progress with requests in flight
 	track    bool
 	requests inflight
@@ -88,7 +87,7 @@ type server struct {
 func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, error) {
 	srv := &server{cfg: cfg, serving: make(chan struct{}), limitReached: make(chan struct{})}
 	srv.http = &http.Server{
-		Handler:           streamDeadlines(bodyDeadlines(srv.counting(h), cfg.BodyTimeout), cfg.WriteTimeout),
+		Handler:           srv.streams(srv.bodies(srv.counting(h))),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -153,7 +152,6 @@ func (srv *server) counting(h http.Handler) http.Handler {
 			return
 		}
 		srv.inflight.Add(1)
-		defer srv.inflight.Add(-1)
 		var dw *drainWriter
 		var c *h1Conn
 		if lc != nil {
@@ -163,24 +161,48 @@ func (srv *server) counting(h http.Handler) http.Handler {
 			dw = c.answer(w)
 			w = dw
 		}
+		var q *inflightReq
 		if srv.track {
-			var q *inflightReq
-			if r.ProtoMajor == 1 && c != nil {
-				q = &c.req
-			} else {
-				q = new(inflightReq)
-			}
-			srv.requests.add(q, r)
-			defer srv.requests.remove(q)
+			q = srv.track1(w, r, c)
 		}
+		// Deferred, so a handler that panics (net/http recovers it) is
+		// answered as far as the counts and the drain know too.
+		defer srv.answered(dw, q)
 		h.ServeHTTP(w, r)
-		if dw != nil {
-			dw.done()
-		}
-		if srv.served.Add(1) == srv.recycleAt {
-			close(srv.limitReached)
-		}
 	})
+}
+
+// track1 puts a request in the set of those in flight (progress.go),
+// with what counts its progress, and returns its place there: its HTTP/1
+// connection's, its HTTP/2 stream writer's (streams), or, for a request
+// servery did not wrap, one of its own, which nothing moves.
+func (srv *server) track1(w http.ResponseWriter, r *http.Request, c *h1Conn) *inflightReq {
+	var q *inflightReq
+	var moved *atomic.Int64
+	switch sw, ok := w.(*streamWriter); {
+	case ok:
+		q, moved = &sw.req, &sw.progress
+	case r.ProtoMajor == 1 && c != nil:
+		q, moved = &c.req, &c.progress
+	default:
+		q, moved = new(inflightReq), new(atomic.Int64)
+	}
+	srv.requests.add(q, r, moved)
+	return q
+}
+
+// answered ends a request counting began.
+func (srv *server) answered(dw *drainWriter, q *inflightReq) {
+	if q != nil {
+		srv.requests.remove(q)
+	}
+	if dw != nil {
+		dw.done()
+	}
+	srv.inflight.Add(-1)
+	if srv.served.Add(1) == srv.recycleAt {
+		close(srv.limitReached)
+	}
 }
 
 // hdrClose is the shared Connection: close value; never modify it.
@@ -192,7 +214,7 @@ func (srv *server) serve(ln net.Listener) error {
 	defer close(srv.serving)
 	ll := newLimitListener(ln, srv.cfg.MaxConns, srv.cfg.AcceptPace, srv.cfg.WriteTimeout, &srv.accepted)
 	if srv.track {
-		ll.moved = &srv.moved // progress counts only where the parent probes
+		ll.prog = &srv.prog // progress counts only where the parent probes
 	}
 	ln = ll
 	if srv.tls != nil {
@@ -246,6 +268,9 @@ func (srv *server) trackConns(c net.Conn, state http.ConnState) {
 func (srv *server) helloH2(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 	if lc := asLimitConn(hello.Conn); lc != nil && slices.Contains(hello.SupportedProtos, "h2") {
 		srv.h1.remove(&lc.h1)
+		// Its progress is its streams' (streamWriter), not its frames':
+		// a PING's answer is no request's.
+		lc.h1.h2.Store(true)
 	}
 	return nil, nil
 }
@@ -264,7 +289,7 @@ func asLimitConn(c net.Conn) *limitConn {
 func (srv *server) stats() workerStats {
 	served := srv.served.Load()
 	return workerStats{Accepted: srv.accepted.Load(), Served: served,
-		Progress: served + srv.moved.Load(), Stuck: srv.stuck.Load(), Stalled: time.Duration(srv.stalled.Load())}
+		Progress: served + srv.prog.moved.Load(), Stuck: srv.stuck.Load(), Stalled: time.Duration(srv.stalled.Load())}
 }
 
 // close releases the access log file once serving is over.

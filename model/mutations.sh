@@ -958,16 +958,37 @@ m_hang-progress() {
 
 mutant hang-bytes "bytes written on a request's behalf are progress: a slow download, a stream, a hijacked connection are never a hang" \
 	"a write is no progress" \
-	"TestRequestsThatMoveBytesAreNeverAHang"
+	"TestRequestsThatMoveBytesOrWaitOnTheirClientAreNeverAHang"
 m_hang-bytes() {
-	edit listener.go '		c.h1.moved.Add(1)' ''
+	edit listener.go '	if forRequest && n > 0 {' '	if false && forRequest && n > 0 {'
+}
+
+mutant hang-hijacked "a handler running on a connection it hijacked is the program's: no stall of its worker, never named stuck" \
+	"a hijacked connection's handler counts as blocked on the worker" \
+	"TestRequestsThatMoveBytesOrWaitOnTheirClientAreNeverAHang"
+m_hang-hijacked() {
+	edit progress.go '	return srv.inflight.Load() - srv.prog.waiting.Load() - srv.prog.hijacked.Load()' '	return srv.inflight.Load() - srv.prog.waiting.Load()'
+}
+
+mutant hang-paused "a parent paused with its workers (a VM, a frozen cgroup) finds none hung for the pause" \
+	"questions pending across the pause are judged" \
+	"TestAPauseOfTheWholeServiceIsNoHang"
+m_hang-paused() {
+	edit watch.go '		late := time.Duration(now-last) > 2*interval' '		late := false'
+}
+
+mutant hang-waiting "a request blocked on its client (one that stops reading, a slow upload) is no stall of its worker" \
+	"requests waiting on their client count as blocked on the worker" \
+	"TestRequestsThatMoveBytesOrWaitOnTheirClientAreNeverAHang"
+m_hang-waiting() {
+	edit progress.go '	return srv.inflight.Load() - srv.prog.waiting.Load() - srv.prog.hijacked.Load()' '	return srv.inflight.Load() - srv.prog.hijacked.Load()'
 }
 
 mutant hang-alive "a handler that says it is alive (Alive) is progress" \
 	"Alive does nothing" \
 	"TestHandlerSlowerThanTheWorkerTimeoutThatSaysAliveIsNeverKilled"
 m_hang-alive() {
-	edit progress.go '	if c, ok := r.Context().Value(h1ConnKey{}).(*h1Conn); ok && c.moved != nil {' '	if c, ok := r.Context().Value(h1ConnKey{}).(*h1Conn); false && ok && c.moved != nil {'
+	edit progress.go '			v.conn.progressed()' '			_ = v'
 }
 
 mutant hang-busy "a worker late to answer while its CPU is busy is not hung" \
