@@ -219,7 +219,12 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 func TestGracefulStopUnderLoadTruncatesNothing(t *testing.T) {
 	clients := envInt(t, soakClientsEnv, 16)
 	load := envDuration(t, soakDurationEnv, 300*time.Millisecond)
-	h := newHarness(t, 4, nil)
+	// A drain long enough for a busy box: what is measured is that
+	// nothing in flight is cut, not how fast it finishes.
+	h := newHarness(t, 4, nil, func(c *supervisorConfig) {
+		c.DrainTimeout, c.ForceTimeout = 30*time.Second, 40*time.Second
+		c.Runtime.DrainTimeout = c.DrainTimeout
+	})
 	want := map[string][]byte{
 		"/":         []byte("hello"),
 		"/data.bin": bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16),  // cached

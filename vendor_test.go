@@ -88,8 +88,10 @@ func TestVendoredCopyServesItsOwnApp(t *testing.T) {
 		t.Fatalf("%d workers started; want 3", n)
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	workers := map[string]bool{}
-	for i := 0; i < 60 && len(workers) < 2; i++ {
+	// Which worker takes each connection is the kernel's choice, which
+	// guarantees no spread: every answer must be the App's, from one of
+	// the three, and that is all.
+	for range 10 {
 		resp, err := client.Get("http://" + s.addr + "/")
 		if err != nil {
 			t.Fatal(err)
@@ -101,10 +103,6 @@ func TestVendoredCopyServesItsOwnApp(t *testing.T) {
 		if !strings.HasPrefix(answer, "hi-there from worker ") || !strings.HasSuffix(answer, " of 3\n") {
 			t.Fatalf("answer %q; want the app's own flag value and its worker identity", answer)
 		}
-		workers[answer] = true
-	}
-	if len(workers) < 2 {
-		t.Errorf("answers came from %d worker(s); want at least 2: %v", len(workers), workers)
 	}
 	s.signal(syscall.SIGTERM)
 	if code := s.wait(10 * time.Second); code != exitOK {
