@@ -493,22 +493,36 @@ func TestAPauseOfTheWholeServiceIsNoHang(t *testing.T) {
 	skipWithoutWorkers(t)
 	// The parent and its workers stopped together for three timeouts, as
 	// a paused VM or a frozen cgroup stops them: the workers' silence
-	// meanwhile is the host's, not theirs.
+	// meanwhile is the host's, not theirs. The workers stop a moment
+	// before the parent, with a question pending that the parent has
+	// seen go unanswered (a scrape asks it; a probe tick, a quarter of
+	// the timeout, sees it), as when the pause catches a worker late.
 	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s")
-	readStatus(t, addr) // asks every worker: questions in flight when the pause comes are likely
-	pids := append(s.workerPIDs(), s.cmd.Process.Pid)
-	for _, pid := range pids {
+	workers := s.workerPIDs()
+	for _, pid := range workers {
 		pause(pid)
 	}
+	go statusGetQuiet(addr) // asks every worker
+	time.Sleep(400 * time.Millisecond) // more than a probe interval, less than the timeout
+	pause(s.cmd.Process.Pid)
 	time.Sleep(3 * time.Second) // the pause itself
-	for i := len(pids) - 1; i >= 0; i-- {
-		unpause(pids[i])
+	for _, pid := range workers {
+		unpause(pid)
 	}
+	unpause(s.cmd.Process.Pid)
 	// Three timeouts of probing after it.
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		readStatus(t, addr)
 	}
 	if strings.Contains(s.logs(), "worker hung") {
 		t.Errorf("a worker was found hung for a pause of the whole service:\n%s", s.logs())
+	}
+}
+
+// statusGetQuiet asks addr for /status and ignores the answer.
+func statusGetQuiet(addr string) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	if resp, err := c.Get("http://" + addr + "/status"); err == nil {
+		resp.Body.Close()
 	}
 }
