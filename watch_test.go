@@ -502,7 +502,7 @@ func TestAPauseOfTheWholeServiceIsNoHang(t *testing.T) {
 	for _, pid := range workers {
 		pause(pid)
 	}
-	go statusGetQuiet(addr) // asks every worker
+	go statusGetQuiet(addr)            // asks every worker
 	time.Sleep(400 * time.Millisecond) // more than a probe interval, less than the timeout
 	pause(s.cmd.Process.Pid)
 	time.Sleep(3 * time.Second) // the pause itself
