@@ -18,6 +18,13 @@ import (
 // holds the rest, long before a slow client has it.
 func slowReaderSite(t *testing.T) (*server, net.Conn) {
 	t.Helper()
+	return slowReaderSiteBuffered(t, 64<<10)
+}
+
+// slowReaderSiteBuffered is slowReaderSite with a receive buffer of
+// rcvbuf bytes on the client's side.
+func slowReaderSiteBuffered(t *testing.T, rcvbuf int) (*server, net.Conn) {
+	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, dir, "1k.bin", strings.Repeat("k", 1<<10))
 	writeFile(t, dir, "2m.bin", strings.Repeat("m", 2<<20))
@@ -27,7 +34,7 @@ func slowReaderSite(t *testing.T) (*server, net.Conn) {
 	}
 	srv := serveStatic(t, ln, dir, runtimeConfig{HeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, DrainTimeout: 8 * time.Second})
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 64<<10) })
+		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf) })
 		return nil
 	}}
 	c, err := d.Dial("tcp", ln.Addr().String())
@@ -89,5 +96,52 @@ func TestAClientThatStopsReadingDoesNotHoldTheDrain(t *testing.T) {
 	srv.drain(context.Background())
 	if took := time.Since(began); took > 4*time.Second {
 		t.Errorf("the drain took %v behind a client that stopped reading; want about the one-second grace, not the drain timeout (8s)", took.Round(time.Millisecond))
+	}
+}
+
+func TestSlowReaderPastItsGraceGetsItsWholeAnswerThenAClose(t *testing.T) {
+	// The bound of the one above. 4 MiB of receive buffer, as clients'
+	// kernels give by default: the whole 2 MiB answer leaves the server's
+	// send queue at once, and the client's application reads it at
+	// 512 KiB/s, for 4 s, far past the one-second grace that began when
+	// the queue emptied. (The window the client advertises does not tell
+	// either: Linux announces it only once it has doubled.) Its answer
+	// arrives whole; its next request finds the connection closed before
+	// any byte of an answer, as a client that retries (Go's Transport, a
+	// browser) retries it, and the drain is not held past the grace.
+	srv, c := slowReaderSiteBuffered(t, 4<<20)
+	const size = 2 << 20
+	io.WriteString(c, "GET /2m.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReaderSize(c, 16<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan time.Duration, 1)
+	time.AfterFunc(300*time.Millisecond, func() {
+		began := time.Now()
+		srv.drain(context.Background())
+		drained <- time.Since(began)
+	})
+	buf := make([]byte, 16<<10)
+	read := 0
+	for read < size {
+		n, err := resp.Body.Read(buf)
+		read += n
+		if err != nil {
+			break
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	resp.Body.Close()
+	if read != size {
+		t.Fatalf("the answer begun before the drain: %d of %d bytes; want all", read, size)
+	}
+	io.WriteString(c, "GET /1k.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	if next, err := http.ReadResponse(br, nil); err == nil {
+		t.Fatalf("the request sent 4 s into the drain got %d; want the connection closed before an answer", next.StatusCode)
+	}
+	if took := <-drained; took > 4*time.Second {
+		t.Errorf("the drain took %v; want about the one-second grace after the send queue emptied, not the reader's 4 s", took.Round(time.Millisecond))
 	}
 }

@@ -21,10 +21,10 @@
 # which spin must catch by its assertion or its ltl formula.
 #
 # heal.pml (the serving generation heals: respawn, backoff, restart
-# budget, recycle and stop, N = 2 slots): a safety search in each of four
-# configurations (see heal_configs below) and a no_cycles search in one;
-# then five broken copies, each of which breaks one of its properties
-# (P1-P5), and four "as-is" copies, each of which puts back what heal.go
+# budget, recycle, hung workers and stop, N = 2 slots): a safety search in
+# each of five configurations (see heal_configs below) and a no_cycles
+# search in one; then six broken copies, each of which breaks one of its
+# properties (P1-P6), and four "as-is" copies, each of which puts back what heal.go
 # or slot.go did before the defects the model found were fixed (FIX A1,
 # A2, B, C in heal.pml). spin must catch every one by its property's assertion. This
 # section runs after the others, and its time is reported on its own.
@@ -66,6 +66,7 @@ heal_configs=(
 	"B|-DLOSSES=1 -DFAILS=1 -DRECYCLES=2 -DMAXR=1|safety no_cycles"
 	"C|-DOPSTOP -DLOSSES=1 -DFAILS=0 -DRECYCLES=1 -DMAXR=2|safety"
 	"D|-DOPSTOP -DLOSSES=2 -DFAILS=1 -DRECYCLES=0 -DMAXR=1|safety"
+	"E|-DLOSSES=1 -DHANGS=2 -DFAILS=0 -DRECYCLES=1 -DMAXR=1|safety"
 )
 depth=100000        # pan -m; the searches reach depth ~260
 safety_ltl="no_early_accept start_ok_all_ready"   # [] p: a safety search suffices
@@ -303,8 +304,11 @@ break_heal asis-A2 '					:: !busy[s] && w != known[s] -> skip  /* FIX A2: it had
 break_heal asis-B '	:: true -> busy[s] = true; t_respawn[s] = true  /* FIX B: busy while it backs off */' \
 	'	:: true -> t_respawn[s] = true                  /* AS IS */' "-DLOSSES=1 -DFAILS=1 -DRECYCLES=1"
 # as-is C: a recycle ends as soon as it retired the old worker
-break_heal asis-C '	:: recycle -> (!alive[old] || g_stopping)   /* FIX C: wait for it, as abandon does */' \
-	'	:: recycle -> skip                          /* AS IS */' "-DLOSSES=0 -DFAILS=0 -DRECYCLES=2"
+break_heal asis-C '		(!alive[old] || g_stopping);      /* FIX C: wait for it, as abandon does */' \
+	'		skip;                             /* AS IS */' "-DLOSSES=0 -DFAILS=0 -DRECYCLES=2"
+# P6: a hang kill counted against the budget, as a crash is
+break_heal hungcount '				:: ok -> skip                     /* FIX H: a hang kill spends no budget */' \
+	'				:: ok -> losses++                 /* BROKEN */' "-DLOSSES=0 -DHANGS=2 -DFAILS=0 -DRECYCLES=0 -DMAXR=1"
 
 for c in "${heal_configs[@]}"; do
 	IFS='|' read -r name _ searches <<<"$c"
@@ -455,7 +459,8 @@ for v in "early|P1|saw_prep[w]|a commit written before the replacement's prepare
 	"asis-A1|P5|alive[cur[0]]|a replacement lost before its evReplaced, not replaced" \
 	"asis-A2|P5|(nrepl==0)|a late loss respawning a slot whose worker serves" \
 	"asis-B|P5|(nrepl==0)|a recycle begun during a respawn's backoff" \
-	"asis-C|P2|(nalive<=2)|a recycle beside the previous recycle's draining worker"; do
+	"asis-C|P2|(nalive<=2)|a recycle beside the previous recycle's draining worker" \
+	"hungcount|P6|(failures>1)|hang kills spending the restart budget"; do
 	IFS='|' read -r name prop marker what <<<"$v"
 	log="$work/hb-$name/pan.log"
 	if grep -Eq 'errors: [1-9]' "$log" && grep -E '^pan:1: assertion violated' "$log" | grep -Fq -- "$marker"; then

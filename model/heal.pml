@@ -27,11 +27,15 @@
  *    generations live", a loss reported after a promotion, and a reload
  *    that cancels the old generation's respawns (promote: healing.end) are
  *    reload.pml's to check or the tests'.
- *  - No worker hangs: a worker told to leave (its stdin closed by retire,
- *    escalate or release) exits at some later step, as lifecycle.pml shows
- *    the drain, SIGTERM and SIGKILL deadlines make it. So there are no
- *    signals, no survivors and no second signal (evHurry) here. A worker
- *    told to leave still counts as live until it exits.
+ *  - A worker told to leave (its stdin closed by retire, escalate or
+ *    release) exits at some later step, as lifecycle.pml shows the drain,
+ *    SIGTERM and SIGKILL deadlines make it. So there are no signals, no
+ *    survivors and no second signal (evHurry) here. A worker told to
+ *    leave still counts as live until it exits. A worker the parent finds
+ *    hung (watch.go) is a loss like a crash, reported with ok set (its
+ *    kill named errHung): HANGS of them, which the Owner does not count
+ *    against the budget (FIX H). One stuck in the kernel past its kill
+ *    (leftBehind) is the tests'.
  *  - Time is ordering only. The restart window is longer than any run
  *    (every loss counts against the budget); whether a loss came within
  *    Steady of the worker's ready is a choice (respawn at once, or after a
@@ -72,8 +76,14 @@
  *  B  a slot whose respawn waits for its backoff is busy (Go:
  *     respawnAfter; before, nextRecycle could start a recycle there);
  *  C  a recycle ends only once its old worker has exited, as abandon
- *     waits for a failed replacement (Go: replace; before, the next
- *     recycle spawned while the old worker still drained: N+2 live).
+ *     waits for a failed replacement (Go: awaitRetired, onRetired; before,
+ *     the next recycle spawned while the old worker still drained: N+2
+ *     live). Its slot, though, is its new worker's from the install on
+ *     (evReplaced), so a loss of the new worker while the old one drains
+ *     is respawned at once; the recycle itself ends at evRetired.
+ *  H  a hang kill, servery's own verdict, spends no budget (Go:
+ *     onWorkerLost): property 6, the service ends in error only once the
+ *     program's own failures (crashes, failed replacements) exceed it.
  */
 
 #define N 2             /* slots (the model is written for 2)         */
@@ -95,11 +105,14 @@
 #ifndef MAXR
 #define MAXR 2          /* healPolicy.MaxRestarts                      */
 #endif
+#ifndef HANGS
+#define HANGS 0         /* workers found hung after ready, and killed  */
+#endif
 
 /* The Owner's channel (Service.inbox): event, slot, worker, ok, recycle.
  * The worker is its pid in Go: the workerError's of a loss, the
  * replacement's NewPID of evReplaced. */
-mtype = { LOST, REPLACED, RECYCLE, RESPAWN, STOP_ASKED, STOPPED };
+mtype = { LOST, REPLACED, RETIRED, RECYCLE, RESPAWN, STOP_ASKED, STOPPED };
 chan inbox = [0] of { mtype, byte, byte, bool, bool };
 
 /* ------------------------------------------------------------ workers */
@@ -114,6 +127,7 @@ byte nw = N;            /* worker ids used                                      
 byte nalive = N;        /* live workers of the generation                        */
 
 byte losses_left = LOSSES;
+byte hangs_left = HANGS;
 byte fails_left = FAILS;
 byte recycles_left = RECYCLES;
 
@@ -152,6 +166,8 @@ byte nq;
 bool saw_prep[MAXW];    /* its barrier took its prepared                         */
 bool in_repl[N];        /* a replace runs for the slot                           */
 byte nrepl;             /* replace calls running                                 */
+byte failures;          /* the program's own failures seen: crashes, failed      */
+                        /* replacements; not hang kills (property 6)             */
 
 #define CANCELLED      (h_cancel || g_stopping)   /* replace's ctx: healing.ctx, s.joins */
 /* The worker exits (reap sends its exit event). What the model keeps of a
@@ -180,7 +196,7 @@ inline reportLoss(w) {
 	:: pass ->
 		pass = false;
 		if
-		:: inbox ! LOST, slot[w], w, false, false
+		:: inbox ! LOST, slot[w], w, hung, false
 		:: svc_done -> skip               /* send: the service has ended */
 		fi;
 		reporting--
@@ -197,7 +213,7 @@ inline reportLoss(w) {
  * take other events between. */
 proctype Worker(byte w)
 {
-	bool ask, pass;
+	bool ask, pass, hung;
 
 	if
 	:: stage[w] == 2 -> goto serve    /* one of Start's: ready as the model begins */
@@ -239,6 +255,9 @@ end_serve:
 	:: atomic { watched[w] && losses_left > 0 ->
 		losses_left--; OBSERVE_LOSS(w) };  /* lost: a bad line, or its exit */
 		goto seen_lost
+	:: atomic { watched[w] && hangs_left > 0 ->
+		hangs_left--; hung = true; OBSERVE_LOSS(w) };  /* found hung: SIGQUIT, SIGKILL, its exit */
+		goto seen_lost
 	:: atomic { told[w] -> EXIT(w); goto exited }      /* drainSignal: EOF */
 	od;
 seen_lost:
@@ -249,7 +268,7 @@ seen_lost:
 	:: reportLoss(w); atomic { told[w] -> EXIT(w) }
 	fi;
 exited:
-	ask = false
+	ask = false; hung = false
 }
 
 /* ========================================= the generation's side (Go) */
@@ -317,10 +336,6 @@ proctype Replace(byte s; bool recycle)
 			fi
 		fi
 	};
-	if
-	:: recycle -> (!alive[old] || g_stopping)   /* FIX C: wait for it, as abandon does */
-	:: else -> skip
-	fi;
 	ok = true;
 	goto done;
 abandon:
@@ -337,12 +352,23 @@ abandon:
 done:
 	replacing--;                          /* defer s.replacing.Done() */
 failed:
-	atomic { in_repl[s] = false; nrepl--; old = 0; stop_seen = false };
+	atomic { in_repl[s] = false; nrepl--; stop_seen = false };
 	if
 	:: inbox ! REPLACED, s, w, ok, recycle
 	:: svc_done -> skip                   /* send: the service has ended */
 	fi;
-	s = 0; w = 0; ok = false; recycle = false
+	/* a recycle's old worker drains after replace returned: gone(old),
+	 * then awaitRetired's evRetired, unless the healing ended */
+	if
+	:: ok && recycle ->
+		(!alive[old] || g_stopping);      /* FIX C: wait for it, as abandon does */
+		if
+		:: inbox ! RETIRED, s, 0, true, true
+		:: svc_done -> skip
+		fi
+	:: else -> skip
+	fi;
+	s = 0; w = 0; ok = false; recycle = false; old = 0
 }
 
 /* Supervisor.stop, begun by stopWith (g_stopping), then Service.stop's
@@ -479,6 +505,9 @@ end_owner:
 		assert(nalive == 0);
 		/* PROPERTY 4: past the budget, the service ends with an error. */
 		assert(losses <= MAXR || svc_err);
+		/* PROPERTY 6: it ends in error only once the program's own
+		 * failures exceed the budget; hang kills spend none. */
+		assert(!svc_err || failures > MAXR);
 		svc_done = true;                  /* close(v.done) */
 		break }
 	:: inbox ? ev, s, w, ok, rec ->
@@ -489,7 +518,10 @@ end_owner:
 			 * slot is left to its replacement */
 			:: ev == LOST && ending -> skip
 			:: ev == LOST && !ending ->
-				losses++;
+				if
+				:: ok -> skip                     /* FIX H: a hang kill spends no budget */
+				:: else -> losses++; failures++
+				fi;
 				if
 				:: OVER_BUDGET -> svc_err = true; end()   /* overBudget */
 				:: else ->
@@ -513,13 +545,13 @@ end_owner:
 			:: ev == REPLACED ->
 				busy[s] = false;
 				if
-				:: rec -> recycling = false
+				:: rec && !ok -> recycling = false   /* a recycle that succeeded ends at evRetired */
 				:: else -> skip
 				fi;
 				if
 				:: !ok && ending -> skip
 				:: !ok && !ending ->                         /* replaceFailed */
-					losses++;
+					losses++; failures++;
 					if
 					:: OVER_BUDGET -> svc_err = true; end()
 					:: else ->
@@ -536,6 +568,9 @@ end_owner:
 					fi
 				fi;
 				nextRecycle()
+			/* onRetired: the recycle's old worker has gone */
+			:: ev == RETIRED && ending -> skip
+			:: ev == RETIRED && !ending -> recycling = false; nextRecycle()
 			/* evStop: end */
 			:: ev == STOP_ASKED -> end()
 			/* onStopped */
