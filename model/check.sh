@@ -66,7 +66,7 @@ heal_configs=(
 	"B|-DLOSSES=1 -DFAILS=1 -DRECYCLES=2 -DMAXR=1|safety no_cycles"
 	"C|-DOPSTOP -DLOSSES=1 -DFAILS=0 -DRECYCLES=1 -DMAXR=2|safety"
 	"D|-DOPSTOP -DLOSSES=2 -DFAILS=1 -DRECYCLES=0 -DMAXR=1|safety"
-	"E|-DLOSSES=1 -DHANGS=2 -DFAILS=0 -DRECYCLES=1 -DMAXR=1|safety"
+	"E|-DLOSSES=1 -DHANGS=1 -DFAILS=0 -DRECYCLES=1 -DMAXR=1|safety"
 )
 depth=100000        # pan -m; the searches reach depth ~260
 safety_ltl="no_early_accept start_ok_all_ready"   # [] p: a safety search suffices
