@@ -557,13 +557,11 @@ func TestFailedRecyclesLeaveTheOldWorkerServing(t *testing.T) {
 	}
 }
 
-func TestRefusedSpawnsKeepAServingServiceServingUntilTheHostHasRoom(t *testing.T) {
-	policy := testHeal
-	policy.MaxRestarts = 2
-	h := newHealHarness(t, 2, nil, policy)
-	// The host refuses every new process while refusing is set, as
-	// fork does at ulimit -u (EAGAIN).
-	var refusing atomic.Bool
+// refuseSpawns makes the host refuse every new worker process while the
+// returned flag is set, as fork does at ulimit -u (EAGAIN). Call it
+// before the start.
+func (h *serviceHarness) refuseSpawns() *atomic.Bool {
+	refusing := new(atomic.Bool)
 	command := h.sup.seam.command
 	h.sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
 		if refusing.Load() {
@@ -571,6 +569,14 @@ func TestRefusedSpawnsKeepAServingServiceServingUntilTheHostHasRoom(t *testing.T
 		}
 		return command(i, args)
 	}
+	return refusing
+}
+
+func TestRefusedSpawnsKeepAServingServiceServingUntilTheHostHasRoom(t *testing.T) {
+	policy := testHeal
+	policy.MaxRestarts = 2
+	h := newHealHarness(t, 2, nil, policy)
+	refusing := h.refuseSpawns()
 	h.start()
 	refusing.Store(true)
 	lost := h.servingPIDs()[1]
@@ -602,14 +608,7 @@ func TestRefusedSpawnsWithNoWorkerServingSpendTheBudget(t *testing.T) {
 	policy := testHeal
 	policy.MaxRestarts = 2
 	h := newHealHarness(t, 1, nil, policy)
-	command := h.sup.seam.command
-	var refusing atomic.Bool
-	h.sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
-		if refusing.Load() {
-			return nil, &os.SyscallError{Syscall: "fork", Err: syscall.EAGAIN}
-		}
-		return command(i, args)
-	}
+	refusing := h.refuseSpawns()
 	h.start()
 	refusing.Store(true)
 	kill(h.servingPIDs()[0])
