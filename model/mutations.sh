@@ -1131,6 +1131,70 @@ m_json-workers() {
 	edit worker.go '		err = sink.setFormat(cfg.LogFormat) // the parent'"'"'s: the same command line' '		_ = cfg'
 }
 
+mutant default-max-restarts "every flag's default is the one README's table and -help give" \
+	"-max-restarts defaults to 6" \
+	"TestEveryFlagsDefaultIsTheREADMEs"
+m_default-max-restarts() {
+	edit heal.go 'var defaultHeal = healPolicy{MaxRestarts: 5,' 'var defaultHeal = healPolicy{MaxRestarts: 6,'
+}
+
+mutant default-drain "every flag's default is the one README's table and -help give" \
+	"-drain-timeout defaults to 12s" \
+	"TestEveryFlagsDefaultIsTheREADMEs"
+m_default-drain() {
+	edit config.go '"drain-timeout", 10*time.Second,' '"drain-timeout", 12*time.Second,'
+}
+
+mutant hash-underscore "-immutable-assets counts a HASH with underscores (base64url) as a fingerprint" \
+	"an underscore ends the hash" \
+	"TestImmutableAssetsFlagSetsCacheControlByName"
+m_hash-underscore() {
+	edit pages.go "		case c != '_':" "		default:"
+}
+
+mutant status-reload-failed "a failed reload tells systemd STATUS=reload failed, generation N still serving: ..." \
+	"the STATUS line says only the error" \
+	"TestNotificationsStayOneAssignmentPerLine"
+m_status-reload-failed() {
+	edit lifecycle.go 'fmt.Sprintf("STATUS=reload failed, generation %d still serving: %v", l.serving.number(), err)' 'fmt.Sprintf("STATUS=generation %d: %v", l.serving.number(), err)'
+}
+
+mutant gomemlimit-env "a GOMEMLIMIT the environment sets reaches every worker unchanged" \
+	"-max-worker-memory's limit overrides it" \
+	"TestWorkersGetAMemoryLimitUnlessTheEnvironmentSetsOne"
+m_gomemlimit-env() {
+	edit watch.go '	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") != "" {' '	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") == "off" {'
+}
+
+mutant health-error "an App.Health that returns an error for -worker-timeout gets the worker found hung" \
+	"a failed check still answers the probe" \
+	"TestWorkerWhoseHealthCheckFailsIsFoundHungAndRespawned"
+m_health-error() {
+	edit watch.go '			rt.log.Warn("health check failed", "err", err)
+			return' '			rt.log.Warn("health check failed", "err", err)'
+}
+
+mutant hung-grace "a hung worker gets 2 s after SIGQUIT before SIGKILL" \
+	"SIGKILL follows at once" \
+	"TestStoppedWorkerIsFoundHungAndRespawned"
+m_hung-grace() {
+	edit watch.go 'const hungGrace = 2 * time.Second' 'const hungGrace = 10 * time.Millisecond'
+}
+
+mutant watchdog-env "workers are never given WATCHDOG_USEC or WATCHDOG_PID" \
+	"workers inherit the watchdog variables" \
+	"TestWorkerEnvironmentSharesCPUsAndDropsParentOnlyVariables"
+m_watchdog-env() {
+	edit supervisor.go '"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID":' '"NOTIFY_SOCKET":'
+}
+
+mutant accesslog-bytes "the access log's size is the body bytes written: 0 for HEAD and 304" \
+	"the size is the Content-Length header" \
+	"TestAccessLogWritesOneCombinedLinePerRequest"
+m_accesslog-bytes() {
+	edit accesslog.go 'rec.status, rec.bytes,' 'rec.status, func() (n int64) { fmt.Sscan(rec.Header().Get("Content-Length"), &n); return max(n, rec.bytes) }(),'
+}
+
 # The log catalogue: each way a message could escape DESIGN.md's list.
 for kind in log logattrs context const var concat word prepared ready; do
 	mutant "catalogue-$kind" "every message servery logs is in DESIGN.md's catalogue, and every one listed is logged" \
