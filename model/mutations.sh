@@ -1195,6 +1195,27 @@ m_accesslog-bytes() {
 	edit accesslog.go 'rec.status, rec.bytes,' 'rec.status, func() (n int64) { fmt.Sscan(rec.Header().Get("Content-Length"), &n); return max(n, rec.bytes) }(),'
 }
 
+mutant status-field-name "every /status field README names is there under its name" \
+	"memory_bytes renamed memory" \
+	"TestStatusJSONHasTheDocumentedFields"
+m_status-field-name() {
+	edit status.go '	Memory   int64 `json:"memory_bytes"`' '	Memory   int64 `json:"memory"`'
+}
+
+mutant status-slot-order "/status lists each generation's workers in slot order" \
+	"spawn order, as s.all holds them" \
+	"TestStatusJSONHasTheDocumentedFields"
+m_status-slot-order() {
+	edit status.go '	slices.SortStableFunc(vs, func(a, b workerView) int { return cmp.Compare(a.Slot, b.Slot) })' '	_ = cmp.Compare[int]; _ = slices.Sort[[]int]'
+}
+
+mutant status-direct-now "/status shows direct mode's requests in flight and resident memory" \
+	"direct mode reports only its counters" \
+	"TestStatusJSONHasTheDocumentedFields"
+m_status-direct-now() {
+	edit status.go '	st.Inflight, st.Memory = d.rt.srv.inflight.Load(), residentBytes()' ''
+}
+
 # The log catalogue: each way a message could escape DESIGN.md's list.
 for kind in log logattrs context const var concat word prepared ready; do
 	mutant "catalogue-$kind" "every message servery logs is in DESIGN.md's catalogue, and every one listed is logged" \
