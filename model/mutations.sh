@@ -66,7 +66,7 @@ trap 'echo "mutations.sh: line $LINENO: $BASH_COMMAND failed" >&2' ERR
 # ------------------------------------------------------------- mutants
 # mutant NAME CLAIM MUTATION TESTS [RUNS]: registers a mutant; the
 # function m_NAME applies its edits. TESTS is a space-separated list of
-# test names; RUNS (default 1), for a test that catches the mutant only
+# test names (bench/TestX for one of the bench package's); RUNS (default 1), for a test that catches the mutant only
 # some of the time, runs them up to that many times, until one fails.
 names=()
 declare -A claim_of mutation_of tests_of runs_of
@@ -1216,6 +1216,17 @@ m_status-direct-now() {
 	edit status.go '	st.Inflight, st.Memory = d.rt.srv.inflight.Load(), residentBytes()' ''
 }
 
+mutant bench-exit "the bench exits 3 when its report lists problems, as bench/README.md says" \
+	"a run with problems exits 0" \
+	"bench/TestExitStatusesAreTheREADMEs"
+m_bench-exit() {
+	edit bench/main.go '	if len(b.rep.problems) > 0 {
+		return 3
+	}' '	if len(b.rep.problems) > 0 {
+		return 0
+	}'
+}
+
 # The log catalogue: each way a message could escape DESIGN.md's list.
 for kind in log logattrs context const var concat word prepared ready; do
 	mutant "catalogue-$kind" "every message servery logs is in DESIGN.md's catalogue, and every one listed is logged" \
@@ -1266,14 +1277,36 @@ copy_tree() {
 
 # run_tests DIR LOG RUNS TESTS...: builds DIR's test binary and runs
 # TESTS in DIR, RUNS times or until one fails; returns 0 if they passed, 1
-# if any failed, 2 if it did not build. The limit is per run.
+# if any failed, 2 if it did not build. The limit is per run. A test
+# named bench/TestX is the bench package's (bench/*_test.go), run in
+# DIR/bench; the log names it TestX.
 run_tests() {
+	local dir=$1 log=$2 runs=$3
+	shift 3
+	local t root=() bench=() status=0
+	for t in "$@"; do
+		case $t in
+		bench/*) bench+=("${t#bench/}") ;;
+		*) root+=("$t") ;;
+		esac
+	done
+	: >"$log"
+	[ ${#root[@]} -gt 0 ] && { run_package "$dir" "$log" "$runs" "${root[@]}" || status=$?; }
+	[ $status -ne 2 ] && [ ${#bench[@]} -gt 0 ] && { run_package "$dir/bench" "$log" "$runs" "${bench[@]}" || status=$(max_status $status $?); }
+	return $status
+}
+
+max_status() { if [ "$1" -gt "$2" ]; then echo "$1"; else echo "$2"; fi; }
+
+# run_package DIR LOG RUNS TESTS...: run_tests for the one package in DIR,
+# appending to LOG.
+run_package() {
 	local dir=$1 log=$2 runs=$3
 	shift 3
 	local pattern bin="$dir/servery-mutant.test" failfast=""
 	pattern="^($(tr ' ' '|' <<<"$*"))\$"
 	[ "$runs" -gt 1 ] && failfast=-test.failfast
-	if ! (cd "$dir" && go test -c -o "$bin" .) >"$log" 2>&1; then
+	if ! (cd "$dir" && go test -c -o "$bin" .) >>"$log" 2>&1; then
 		return 2
 	fi
 	(cd "$dir" && timeout -k 10 "$((limit * runs))" "$bin" -test.count="$runs" $failfast -test.v \
@@ -1307,7 +1340,7 @@ run_tests "$mdir" "$work/base.log" 1 $all || base_status=$?
 reap baseline
 missing=""
 for t in $all; do
-	grep -q -- "^--- PASS: $t (" "$work/base.log" || missing+=" $t"
+	grep -q -- "^--- PASS: ${t#bench/} (" "$work/base.log" || missing+=" $t"
 done
 if [ "$base_status" -ne 0 ] || [ -n "$missing" ]; then
 	echo "FAIL  the unmutated tests do not all pass (status $base_status;${missing:- none} missing a PASS):" >&2
