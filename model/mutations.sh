@@ -1227,6 +1227,13 @@ m_bench-exit() {
 	}'
 }
 
+mutant gzip-cap "a compressible file up to 8 MiB (an eighth of the cache budget at most) is gzipped without a sidecar" \
+	"the gzip cap is the 1 MiB entry cap" \
+	"TestModernJSBundleIsGzippedWithoutASidecar"
+m_gzip-cap() {
+	edit static.go '	maxGzipEntryBytes = 8 << 20' '	maxGzipEntryBytes = 1 << 20'
+}
+
 # The log catalogue: each way a message could escape DESIGN.md's list.
 for kind in log logattrs context const var concat word prepared ready; do
 	mutant "catalogue-$kind" "every message servery logs is in DESIGN.md's catalogue, and every one listed is logged" \
