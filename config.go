@@ -464,7 +464,8 @@ func (cfg *config) url(ln net.Listener) string {
 	return scheme + "://" + ln.Addr().String() + "/"
 }
 
-// byteSize is a flag.Value for sizes such as 1048576, 512KiB, 64MiB, 1GB.
+// byteSize is a flag.Value for sizes such as 1048576, 512KiB, 64MiB, 1GB:
+// a whole number of bytes, or one with a unit of sizeUnits.
 type byteSize int64
 
 var sizeUnits = []struct {
@@ -475,6 +476,10 @@ var sizeUnits = []struct {
 	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
 	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
 }
+
+// sizeForms says what byteSize accepts, for its error and README's flag
+// tables: every unit of sizeUnits.
+const sizeForms = "a whole number of bytes, or one with B, KiB, MiB, GiB (1024s; K, M, G alike) or KB, MB, GB (1000s)"
 
 // sizeString prints n as a byteSize does, with "bytes" when it has no
 // unit, for messages.
@@ -510,7 +515,7 @@ func (b *byteSize) Set(s string) error {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
 	if err != nil || n < 0 {
-		return fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB, GiB, KB, MB, GB)", s)
+		return fmt.Errorf("%q is not a size: %s", s, sizeForms)
 	}
 	if n > 0 && mult > (1<<62)/n {
 		return fmt.Errorf("%q is too large", s)

@@ -508,6 +508,36 @@ func TestCacheBytesAcceptsUnitsAndRefusesNonsense(t *testing.T) {
 	}
 }
 
+// TestSizeErrorAndREADMEListEveryAcceptedUnit: each unit byteSize takes
+// (64M as 64MiB too) is named by its error and by README's row for
+// -cache-bytes, to which -max-worker-memory's points, so none is accepted
+// undocumented.
+func TestSizeErrorAndREADMEListEveryAcceptedUnit(t *testing.T) {
+	var b byteSize
+	err := b.Set("lots")
+	if err == nil {
+		t.Fatal(`Set("lots") = nil; want an error`)
+	}
+	readme := string(readDoc(t, "README.md"))
+	word := func(text, unit string) bool {
+		return regexp.MustCompile(`(^|[^A-Za-z])` + unit + `($|[^A-Za-z])`).MatchString(text)
+	}
+	for _, u := range sizeUnits {
+		if err := b.Set("3" + u.suffix); err != nil || int64(b) != 3*u.mult {
+			t.Errorf("Set(%q) = %d, %v; want %d", "3"+u.suffix, b, err, 3*u.mult)
+		}
+		if !word(err.Error(), u.suffix) {
+			t.Errorf("the size error does not name %s, which is accepted: %v", u.suffix, err)
+		}
+		if row := regexp.MustCompile("(?m)^\\| `-cache-bytes` \\|.*$").FindString(readme); !word(row, u.suffix) {
+			t.Errorf("README's row for -cache-bytes does not name %s, which is accepted: %q", u.suffix, row)
+		}
+	}
+	if row := regexp.MustCompile("(?m)^\\| `-max-worker-memory` \\|.*$").FindString(readme); !strings.Contains(row, "as `-cache-bytes` takes") {
+		t.Errorf("README's row for -max-worker-memory does not point to -cache-bytes's units: %q", row)
+	}
+}
+
 func TestSignalDuringStartupIsACleanStop(t *testing.T) {
 	skipWithoutWorkers(t)
 	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", t.TempDir(), "-workers", "3")

@@ -1234,6 +1234,13 @@ m_gzip-cap() {
 	edit static.go '	maxGzipEntryBytes = 8 << 20' '	maxGzipEntryBytes = 1 << 20'
 }
 
+mutant size-units "every unit a size flag accepts is named by its error and README" \
+	"T accepted, undocumented" \
+	"TestSizeErrorAndREADMEListEveryAcceptedUnit"
+m_size-units() {
+	edit config.go '	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},' '	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},'
+}
+
 # The log catalogue: each way a message could escape DESIGN.md's list.
 for kind in log logattrs context const var concat word prepared ready; do
 	mutant "catalogue-$kind" "every message servery logs is in DESIGN.md's catalogue, and every one listed is logged" \
