@@ -108,7 +108,8 @@ func parseFlags(args []string, out io.Writer, appFlags *flag.FlagSet) (*config, 
 	}
 	if cfg.Version {
 		bi, _ := debug.ReadBuildInfo()
-		fmt.Fprintln(out, versionLine(programName(), bi))
+		exe, _ := os.Executable()
+		fmt.Fprintln(out, versionLine(programName(), bi, exe))
 		return nil, errVersionShown
 	}
 	return cfg, nil
@@ -120,9 +121,10 @@ var errVersionShown = errors.New("version shown")
 
 // versionLine describes the build bi of the program called name: its
 // module path and version, the VCS revision and time it was built from
-// (and whether the tree had changes), and the Go release. go run and
-// builds outside a repository carry no revision, and the line says so.
-func versionLine(name string, bi *debug.BuildInfo) string {
+// (and whether the tree had changes), and the Go release. A build
+// without a revision says why it may have none (noStamp), exe being the
+// running executable's path.
+func versionLine(name string, bi *debug.BuildInfo, exe string) string {
 	if bi == nil {
 		return name + ": no build information (built without module support)"
 	}
@@ -130,7 +132,7 @@ func versionLine(name string, bi *debug.BuildInfo) string {
 	for _, s := range bi.Settings {
 		vcs[s.Key] = s.Value
 	}
-	rev := "revision unknown (no VCS stamp: go run, or a build outside a repository)"
+	rev := "revision unknown (no VCS stamp: " + noStamp(exe) + ")"
 	if r := vcs["vcs.revision"]; r != "" {
 		rev = "revision " + r
 		if t := vcs["vcs.time"]; t != "" {
@@ -141,6 +143,19 @@ func versionLine(name string, bi *debug.BuildInfo) string {
 		}
 	}
 	return fmt.Sprintf("%s %s %s, %s, %s", name, bi.Main.Path, bi.Main.Version, rev, bi.GoVersion)
+}
+
+// noStamp says why the executable at exe carries no VCS revision. The
+// build information cannot tell: go run and -buildvcs=false record the
+// same settings. But go run's binary lives in the go command's temporary
+// go-build directory; any other was built with -buildvcs=false, most
+// often from a GOFLAGS that go env -w keeps in the go command's own
+// config (so not in the environment), or outside a repository.
+func noStamp(exe string) string {
+	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run"
+	}
+	return "built with -buildvcs=false, perhaps from GOFLAGS (go env GOFLAGS), or outside a repository"
 }
 
 // newFlagSet binds servery's flags to cfg, with the defaults, and adds

@@ -310,7 +310,7 @@ func TestStatusJSONHasTheDocumentedFields(t *testing.T) {
 		if workers != "1" {
 			// Slot 0's worker lost and respawned: spawned after slot 1's.
 			pid := s.workerPIDs()[0]
-			syscall.Kill(pid, syscall.SIGKILL)
+			kill(pid)
 			waitLog(t, s, fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d`, pid))
 			doc := rawStatus(t, addr)
 			slot0 := doc["slots"].([]any)[0].(map[string]any)

@@ -1241,6 +1241,13 @@ m_size-units() {
 	edit config.go '	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},' '	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},'
 }
 
+mutant version-hint "-version names -buildvcs=false and GOFLAGS, not go run, for a build without a revision that go run did not make" \
+	"every unstamped build blamed on go run" \
+	"TestVersionSaysWhenTheBuildHasNoRevision"
+m_version-hint() {
+	edit config.go '	if strings.Contains(filepath.ToSlash(exe), "/go-build") {' '	if true {'
+}
+
 # The log catalogue: each way a message could escape DESIGN.md's list.
 for kind in log logattrs context const var concat word prepared ready; do
 	mutant "catalogue-$kind" "every message servery logs is in DESIGN.md's catalogue, and every one listed is logged" \
