@@ -110,7 +110,9 @@ func (c *Control) Stop() { c.stop() }
 // wsgi.multiprocess. Index runs from 0 to Count-1 across a generation;
 // in direct mode there is one worker, index 0 of 1. Generation counts
 // the generations this servery has started, from 1. Log is the worker's
-// logger, carrying its index, pid and generation.
+// logger, in servery's log format: in a worker process its lines carry
+// its index, pid and generation; in direct mode only the generation, as
+// the process's own lines do.
 type Worker struct {
 	Index, Count, Generation int
 	Log                      *slog.Logger

@@ -43,7 +43,7 @@ func probeApp(fs *flag.FlagSet) App {
 	fs.Var((*byteSize)(&p.ballast), "ballast", "resident bytes every worker's start allocates, touches and keeps")
 	fs.IntVar(&p.parentReloads, "parent-reloads", 0, "reloads the program's parent asks for through Control, then it stops; 0: no Parent")
 	fs.BoolVar(&p.print, "print", false, "print a line to stdout in the start step and in every request, as a debugging program does")
-	fs.StringVar(&p.healthFault, "health-fault", "", "hang-once: the first -fault-worker's health check never returns (ignoring its context); later ones pass. hang: every worker's, every time, as a database every worker waits on does")
+	fs.StringVar(&p.healthFault, "health-fault", "", "hang-once: the first -fault-worker's health check never returns (ignoring its context); later ones pass. hang: every worker's, every time, as a database every worker waits on does. fail: every check of the first -fault-worker process returns an error (its replacement's pass)")
 	fs.BoolVar(&p.slowAlive, "slow-alive", false, "/slow tells servery it is alive (Alive) every tenth of -slow")
 	app := App{Start: p.start, Stop: p.stop, Health: p.health}
 	if os.Getenv(workerEnv) == "" {
@@ -96,6 +96,17 @@ func (p *probe) health(ctx context.Context, h http.Handler) error {
 		if f, err := os.OpenFile(once, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
 			f.Close()
 			select {} // a deadlock: ignores ctx
+		}
+	}
+	if p.healthFault == "fail" && w.Index == p.faultWorker {
+		// The first process to claim the mark fails every check.
+		mark, pid := filepath.Join(p.marks, "health-failing"), strconv.Itoa(os.Getpid())
+		if f, err := os.OpenFile(mark, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+			f.WriteString(pid)
+			f.Close()
+		}
+		if b, _ := os.ReadFile(mark); string(b) == pid {
+			return errors.New("database unreachable")
 		}
 	}
 	return nil

@@ -108,7 +108,8 @@ func parseFlags(args []string, out io.Writer, appFlags *flag.FlagSet) (*config, 
 	}
 	if cfg.Version {
 		bi, _ := debug.ReadBuildInfo()
-		fmt.Fprintln(out, versionLine(programName(), bi))
+		exe, _ := os.Executable()
+		fmt.Fprintln(out, versionLine(programName(), bi, exe))
 		return nil, errVersionShown
 	}
 	return cfg, nil
@@ -120,9 +121,10 @@ var errVersionShown = errors.New("version shown")
 
 // versionLine describes the build bi of the program called name: its
 // module path and version, the VCS revision and time it was built from
-// (and whether the tree had changes), and the Go release. go run and
-// builds outside a repository carry no revision, and the line says so.
-func versionLine(name string, bi *debug.BuildInfo) string {
+// (and whether the tree had changes), and the Go release. A build
+// without a revision says why it may have none (noStamp), exe being the
+// running executable's path.
+func versionLine(name string, bi *debug.BuildInfo, exe string) string {
 	if bi == nil {
 		return name + ": no build information (built without module support)"
 	}
@@ -130,7 +132,7 @@ func versionLine(name string, bi *debug.BuildInfo) string {
 	for _, s := range bi.Settings {
 		vcs[s.Key] = s.Value
 	}
-	rev := "revision unknown (no VCS stamp: go run, or a build outside a repository)"
+	rev := "revision unknown (no VCS stamp: " + noStamp(exe) + ")"
 	if r := vcs["vcs.revision"]; r != "" {
 		rev = "revision " + r
 		if t := vcs["vcs.time"]; t != "" {
@@ -141,6 +143,19 @@ func versionLine(name string, bi *debug.BuildInfo) string {
 		}
 	}
 	return fmt.Sprintf("%s %s %s, %s, %s", name, bi.Main.Path, bi.Main.Version, rev, bi.GoVersion)
+}
+
+// noStamp says why the executable at exe carries no VCS revision. The
+// build information cannot tell: go run and -buildvcs=false record the
+// same settings. But go run's binary lives in the go command's temporary
+// go-build directory; any other was built with -buildvcs=false, most
+// often from a GOFLAGS that go env -w keeps in the go command's own
+// config (so not in the environment), or outside a repository.
+func noStamp(exe string) string {
+	if strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run"
+	}
+	return "built with -buildvcs=false, perhaps from GOFLAGS (go env GOFLAGS), or outside a repository"
 }
 
 // newFlagSet binds servery's flags to cfg, with the defaults, and adds
@@ -464,7 +479,8 @@ func (cfg *config) url(ln net.Listener) string {
 	return scheme + "://" + ln.Addr().String() + "/"
 }
 
-// byteSize is a flag.Value for sizes such as 1048576, 512KiB, 64MiB, 1GB.
+// byteSize is a flag.Value for sizes such as 1048576, 512KiB, 64MiB, 1GB:
+// a whole number of bytes, or one with a unit of sizeUnits.
 type byteSize int64
 
 var sizeUnits = []struct {
@@ -475,6 +491,10 @@ var sizeUnits = []struct {
 	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
 	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
 }
+
+// sizeForms says what byteSize accepts, for its error and README's flag
+// tables: every unit of sizeUnits.
+const sizeForms = "a whole number of bytes, or one with B, KiB, MiB, GiB (1024s; K, M, G alike) or KB, MB, GB (1000s)"
 
 // sizeString prints n as a byteSize does, with "bytes" when it has no
 // unit, for messages.
@@ -510,7 +530,7 @@ func (b *byteSize) Set(s string) error {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
 	if err != nil || n < 0 {
-		return fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB, GiB, KB, MB, GB)", s)
+		return fmt.Errorf("%q is not a size: %s", s, sizeForms)
 	}
 	if n > 0 && mult > (1<<62)/n {
 		return fmt.Errorf("%q is too large", s)

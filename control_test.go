@@ -90,11 +90,33 @@ func TestVersionNamesTheModuleAndRevision(t *testing.T) {
 	}
 }
 
+// TestVersionSaysWhenTheBuildHasNoRevision: a build without a revision
+// says why: go run for go run's binary, -buildvcs=false and GOFLAGS for
+// any other, a real one built under GOFLAGS=-buildvcs=false included.
 func TestVersionSaysWhenTheBuildHasNoRevision(t *testing.T) {
 	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "servery", Version: "(devel)"}}
-	got := versionLine("servery", bi)
-	if !strings.Contains(got, "revision unknown") || !strings.Contains(got, "go1.26.8") {
-		t.Errorf("versionLine = %q; want the missing revision said, and the Go release", got)
+	for exe, why := range map[string]string{
+		"/tmp/go-build3141/b001/exe/servery": "(no VCS stamp: go run)",
+		"/usr/local/bin/servery":             "(no VCS stamp: built with -buildvcs=false, perhaps from GOFLAGS (go env GOFLAGS), or outside a repository)",
+	} {
+		got := versionLine("servery", bi, exe)
+		if !strings.Contains(got, "revision unknown "+why) || !strings.Contains(got, "go1.26.8") {
+			t.Errorf("versionLine(%s) = %q; want the missing revision said, %s, and the Go release", exe, got, why)
+		}
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	exe := filepath.Join(t.TempDir(), "servery")
+	build := exec.Command(goCmd, "build", "-o", exe, ".")
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(exe, "-version").Output()
+	if line := string(out); err != nil || !strings.Contains(line, "-buildvcs=false") || strings.Contains(line, "go run") {
+		t.Errorf("-version of a build under GOFLAGS=-buildvcs=false: %q, %v; want -buildvcs=false named, not go run", line, err)
 	}
 }
 

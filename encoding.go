@@ -172,7 +172,7 @@ func (h *staticHandler) statSidecars(name string, modTime int64) (v [numCodings]
 }
 
 // loadForms builds e's compressed forms: every usable sidecar that fits the
-// entry cap and reads whole, and a gzip form made from the body when the
+// gzip entry cap and reads whole, and a gzip form made from the body when the
 // type compresses well and there is no .gz sidecar. A sidecar that cannot
 // be read is left out, so the client gets the file instead.
 func (h *staticHandler) loadForms(e *cacheEntry) {
@@ -203,9 +203,9 @@ func newForm(c coding, body []byte, tag string) *encodedForm {
 }
 
 // readSidecar reads name's sidecar for c if it is still version v and no
-// larger than the entry cap.
+// larger than the gzip entry cap (maxGzipEntryBytes).
 func (h *staticHandler) readSidecar(name string, c coding, v fileVersion) ([]byte, bool) {
-	if v.size > h.maxEntry {
+	if v.size > h.maxGzip {
 		return nil, false
 	}
 	f, fi, ok := h.openRegular(sidecarName(name, c))

@@ -241,11 +241,13 @@ func TestNotificationsStayOneAssignmentPerLine(t *testing.T) {
 				if !assignment.MatchString(line) {
 					t.Errorf("notification %q has a line %q that is no assignment", d, line)
 				}
-				sawStatus = sawStatus || strings.Contains(line, "no database") && strings.Contains(line, "no cache")
+				// README's wording: STATUS=reload failed, generation N still serving: ...
+				sawStatus = sawStatus || strings.HasPrefix(line, "STATUS=reload failed, generation 1 still serving: ") &&
+					strings.Contains(line, "no database") && strings.Contains(line, "no cache")
 			}
 		}
 		if !sawStatus {
-			t.Error("no STATUS= carried both lines of the reload's error")
+			t.Error("no STATUS=reload failed, generation 1 still serving: carried both lines of the reload's error")
 		}
 	})
 }

@@ -508,6 +508,36 @@ func TestCacheBytesAcceptsUnitsAndRefusesNonsense(t *testing.T) {
 	}
 }
 
+// TestSizeErrorAndREADMEListEveryAcceptedUnit: each unit byteSize takes
+// (64M as 64MiB too) is named by its error and by README's row for
+// -cache-bytes, to which -max-worker-memory's points, so none is accepted
+// undocumented.
+func TestSizeErrorAndREADMEListEveryAcceptedUnit(t *testing.T) {
+	var b byteSize
+	err := b.Set("lots")
+	if err == nil {
+		t.Fatal(`Set("lots") = nil; want an error`)
+	}
+	readme := string(readDoc(t, "README.md"))
+	word := func(text, unit string) bool {
+		return regexp.MustCompile(`(^|[^A-Za-z])` + unit + `($|[^A-Za-z])`).MatchString(text)
+	}
+	for _, u := range sizeUnits {
+		if err := b.Set("3" + u.suffix); err != nil || int64(b) != 3*u.mult {
+			t.Errorf("Set(%q) = %d, %v; want %d", "3"+u.suffix, b, err, 3*u.mult)
+		}
+		if !word(err.Error(), u.suffix) {
+			t.Errorf("the size error does not name %s, which is accepted: %v", u.suffix, err)
+		}
+		if row := regexp.MustCompile("(?m)^\\| `-cache-bytes` \\|.*$").FindString(readme); !word(row, u.suffix) {
+			t.Errorf("README's row for -cache-bytes does not name %s, which is accepted: %q", u.suffix, row)
+		}
+	}
+	if row := regexp.MustCompile("(?m)^\\| `-max-worker-memory` \\|.*$").FindString(readme); !strings.Contains(row, "as `-cache-bytes` takes") {
+		t.Errorf("README's row for -max-worker-memory does not point to -cache-bytes's units: %q", row)
+	}
+}
+
 func TestSignalDuringStartupIsACleanStop(t *testing.T) {
 	skipWithoutWorkers(t)
 	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", t.TempDir(), "-workers", "3")
@@ -555,8 +585,87 @@ func TestAccessLogWritesOneCombinedLinePerRequest(t *testing.T) {
 					t.Fatalf("no access log line of the combined format for the request:\n%s", s.logs())
 				}
 			}
+			// HEAD and 304 write no body: 0 bytes, whatever Content-Length says.
+			head, _ := http.NewRequest("HEAD", "http://"+s.addr+"/index.html", nil)
+			cond, _ := http.NewRequest("GET", "http://"+s.addr+"/index.html?again", nil)
+			cond.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+			for _, r := range []*http.Request{head, cond} {
+				resp, err := http.DefaultClient.Do(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			for _, want := range []string{`"HEAD /index\.html HTTP/1\.1" 200 0 `, `"GET /index\.html\?again HTTP/1\.1" 304 0 `} {
+				waitLog(t, s, want)
+			}
 			s.signal(syscall.SIGTERM)
 			s.wait(10 * time.Second)
 		})
 	}
+}
+
+// TestEveryFlagsDefaultIsTheREADMEs holds each flag's default, as -help
+// prints it, to the default column of README's flag tables, and both to
+// the same set of flags: a default changed in one place alone fails.
+func TestEveryFlagsDefaultIsTheREADMEs(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runStatic([]string{"-help"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("run(-help) = %d; want 0", code)
+	}
+	help := map[string]string{} // flag: its default, "" for the zero value
+	entry := regexp.MustCompile(`(?m)^  -(\S+)(?: \S+)?\n((?:    .*\n?)*)`)
+	for _, m := range entry.FindAllStringSubmatch(stdout.String(), -1) {
+		def := ""
+		if d := regexp.MustCompile(`\(default (.*)\)\s*$`).FindStringSubmatch(m[2]); d != nil {
+			def = strings.Trim(d[1], `"`)
+		}
+		help[m[1]] = def
+	}
+	readme := map[string]string{}
+	row := regexp.MustCompile("(?m)^\\| (`-[^|]*) \\|([^|]*)\\|")
+	for _, m := range row.FindAllStringSubmatch(string(readDoc(t, "README.md")), -1) {
+		def := strings.TrimSpace(regexp.MustCompile(`\(.*\)`).ReplaceAllString(m[2], ""))
+		def = strings.Trim(def, "`")
+		for _, name := range regexp.MustCompile("`-([a-z-]+)`").FindAllStringSubmatch(m[1], -1) {
+			readme[name[1]] = def
+		}
+	}
+	if len(help) < 20 {
+		t.Fatalf("read %d flags from -help; the parse is broken:\n%s", len(help), stdout.String())
+	}
+	for name, def := range help {
+		doc, ok := readme[name]
+		if !ok {
+			t.Errorf("-%s (default %q) has no row in README's flag tables", name, def)
+			continue
+		}
+		if !sameDefault(def, doc) {
+			t.Errorf("-%s: -help's default is %q, README's %q", name, def, doc)
+		}
+	}
+	for name := range readme {
+		if _, ok := help[name]; !ok {
+			t.Errorf("README's flag table has -%s, which -help does not list", name)
+		}
+	}
+}
+
+// sameDefault reports whether -help's default and README's mean the same:
+// a zero value README writes as none, false, 0 or nothing; durations and
+// sizes compared by value (1m0s is 1m).
+func sameDefault(help, doc string) bool {
+	zero := func(s string) bool { return s == "" || s == "none" || s == "false" || s == "0" }
+	if zero(help) || zero(doc) {
+		return zero(help) && zero(doc)
+	}
+	if a, err := time.ParseDuration(help); err == nil {
+		b, err := time.ParseDuration(doc)
+		return err == nil && a == b
+	}
+	var a, b byteSize
+	if a.Set(help) == nil && b.Set(doc) == nil {
+		return a == b
+	}
+	return help == doc
 }

@@ -430,6 +430,8 @@ func TestImmutableAssetsFlagSetsCacheControlByName(t *testing.T) {
 		"style.css": "css", "photo-20240101.jpg": "jpg", "jquery-3.7.1.min.js": "js",
 		// The README's warning: a hand-made name can pass for a hash.
 		"logo-version2.png": "png", "logo-v2final.png": "png",
+		// Bundlers' base64url hashes carry underscores (Vite: chunk-Dx_3k9Qa.js).
+		"chunk-Dx_3k9Qa.js": "js", "vendor.a1_b2_c3_d4.js": "js",
 	}
 	for _, cfg := range cacheConfigs {
 		root := writeTreeDir(t, files)
@@ -442,6 +444,7 @@ func TestImmutableAssetsFlagSetsCacheControlByName(t *testing.T) {
 			"/index-BkTq3z9a.css": "public, max-age=31536000, immutable", "/style.css": "",
 			"/photo-20240101.jpg": "", "/jquery-3.7.1.min.js": "",
 			"/logo-version2.png": "public, max-age=31536000, immutable", "/logo-v2final.png": "",
+			"/chunk-Dx_3k9Qa.js": "public, max-age=31536000, immutable", "/vendor.a1_b2_c3_d4.js": "public, max-age=31536000, immutable",
 		} {
 			if got := serve(on, "GET", target).Header().Get("Cache-Control"); got != want {
 				t.Errorf("%s, -immutable-assets, GET %s: Cache-Control %q; want %q", cfg.name, target, got, want)

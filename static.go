@@ -17,12 +17,22 @@ import (
 )
 
 const (
-	// maxCacheEntryBytes caps the size of a cached file, and of each of its
-	// sidecars. The real cap is the smaller of this and an eighth of the
-	// cache budget, so one entry (with up to three compressed forms) can
-	// never take more than half of the cache. Bigger files stream from disk with sendfile, where holding them
-	// in memory would save little.
+	// maxCacheEntryBytes caps the size of a cached file whose type gzip
+	// does not pay for (an image, a font, an archive). The real cap is the
+	// smaller of this and an eighth of the cache budget. Bigger files
+	// stream from disk with sendfile, where holding them in memory would
+	// save little.
 	maxCacheEntryBytes = 1 << 20
+
+	// maxGzipEntryBytes caps the size of a cached file whose type gzip pays
+	// for (compressibleType), and of each sidecar: only a cached file gets a
+	// gzip form made on the fly, and a modern JavaScript bundle runs to
+	// several MiB. The real cap is the smaller of this and an eighth of the
+	// cache budget, so one entry (its body and up to three compressed
+	// forms) never takes more than half of the cache, and what a worker
+	// holds stays within -cache-bytes. The gzip form costs CPU once per
+	// version of the file, per worker, when it is cached.
+	maxGzipEntryBytes = 8 << 20
 
 	// gzipMinBytes is the smallest file that gets a gzip form. Below it the
 	// 18-byte gzip framing and the client's inflate cost outweigh the saving,
@@ -79,7 +89,8 @@ type staticOptions struct {
 type staticHandler struct {
 	root       *os.Root
 	revalidate time.Duration
-	maxEntry   int64
+	maxEntry   int64        // the cached size of a file gzip does not pay for
+	maxGzip    int64        // of one it does, and of a sidecar
 	cache      *staticCache // nil when caching is disabled
 	digests    *digestMemo
 	listing    bool
@@ -101,6 +112,7 @@ func newStaticHandler(dir string, opts staticOptions) (*staticHandler, error) {
 		root:       root,
 		revalidate: max(opts.Revalidate, 0),
 		maxEntry:   min(maxCacheEntryBytes, opts.CacheBytes/8),
+		maxGzip:    min(maxGzipEntryBytes, opts.CacheBytes/8),
 		digests:    &digestMemo{tags: make(map[string]memoTag)},
 		listing:    opts.Listing,
 		immutable:  opts.Immutable,
@@ -359,7 +371,7 @@ func (h *staticHandler) serveDir(w http.ResponseWriter, r *http.Request, key, na
 // serveFile serves an open regular file, from a new cache entry when it is
 // small enough and streamed from disk otherwise.
 func (h *staticHandler) serveFile(w http.ResponseWriter, r *http.Request, key, name string, f *os.File, fi fs.FileInfo) {
-	if h.cache == nil || fi.Size() > h.maxEntry {
+	if !h.fits(name, f, fi.Size()) {
 		h.serveStream(w, r, name, f, fi)
 		return
 	}
@@ -370,6 +382,19 @@ func (h *staticHandler) serveFile(w http.ResponseWriter, r *http.Request, key, n
 	}
 	h.cache.add(e, h.isCurrent)
 	serveEntry(w, r, e)
+}
+
+// fits reports whether a file of size bytes is cached: up to the entry
+// cap, or up to the larger gzip cap when its type compresses, so that it
+// gets a gzip form.
+func (h *staticHandler) fits(name string, f *os.File, size int64) bool {
+	switch {
+	case h.cache == nil || size > h.maxGzip:
+		return false
+	case size <= h.maxEntry:
+		return true
+	}
+	return compressibleType(contentType(name, f))
 }
 
 // isCurrent stats e's file and its sidecars and reports whether e holds

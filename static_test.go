@@ -482,6 +482,42 @@ func TestStaticGzipFormHasItsOwnValidator(t *testing.T) {
 	}
 }
 
+// TestModernJSBundleIsGzippedWithoutASidecar: a compressible file up to
+// 8 MiB (maxGzipEntryBytes) is cached, so it gets a gzip form, under the
+// default 64 MiB budget; an image of that size, or a bundle over the cap,
+// streams as it is; a budget of 8 MiB caps it at an eighth, 1 MiB.
+func TestModernJSBundleIsGzippedWithoutASidecar(t *testing.T) {
+	bundle := func(n int) string {
+		var b strings.Builder
+		for i := 0; b.Len() < n; i++ {
+			fmt.Fprintf(&b, "export function f%d(a, b) { return a * %d + b; }\n", i, i)
+		}
+		return b.String()
+	}
+	root := t.TempDir()
+	app := bundle(7 << 20)
+	writeTree(t, root, map[string]string{
+		"app.js":    app,
+		"small.js":  bundle(2 << 20),
+		"huge.js":   bundle(9 << 20),
+		"photo.png": "\x89PNG\r\n\x1a\n" + strings.Repeat("\x00", 2<<20),
+	})
+	h := newTestHandler(t, root, staticOptions{CacheBytes: 64 << 20})
+	for target, want := range map[string]string{"/app.js": "gzip", "/small.js": "gzip", "/huge.js": "", "/photo.png": ""} {
+		w := serve(h, "GET", target, "Accept-Encoding", "gzip")
+		if w.Code != 200 || w.Header().Get("Content-Encoding") != want {
+			t.Errorf("64 MiB budget, GET %s: %d Content-Encoding %q; want 200 %q", target, w.Code, w.Header().Get("Content-Encoding"), want)
+		}
+		if target == "/app.js" && want == "gzip" && w.Header().Get("Content-Encoding") == "gzip" && gunzip(t, w.Body.Bytes()) != app {
+			t.Errorf("GET /app.js: the gzip form is not the bundle")
+		}
+	}
+	small := newTestHandler(t, root, staticOptions{CacheBytes: 8 << 20})
+	if w := serve(small, "GET", "/small.js", "Accept-Encoding", "gzip"); w.Header().Get("Content-Encoding") != "" {
+		t.Errorf("8 MiB budget, GET /small.js (2 MiB): Content-Encoding %q; want none, over an eighth of the budget", w.Header().Get("Content-Encoding"))
+	}
+}
+
 func TestStaticDoesNotGzipSmallOrIncompressibleFiles(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{

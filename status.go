@@ -12,6 +12,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -538,6 +540,9 @@ func (s *Supervisor) workers(serving bool) []workerView {
 		}
 		vs = append(vs, v)
 	}
+	// s.all is in spawn order, which a respawn changes; readers want
+	// slot order.
+	slices.SortStableFunc(vs, func(a, b workerView) int { return cmp.Compare(a.Slot, b.Slot) })
 	return vs
 }
 
@@ -618,5 +623,11 @@ func (d *directGen) workers(serving bool) []workerView {
 }
 
 // askStats reads the one server's counters, which count every request
-// of every generation of direct mode.
-func (d *directGen) askStats(time.Time) { d.rt.counts.seen(d.rt.srv, d.rt.srv.stats()) }
+// of every generation of direct mode, and what it does now as a worker
+// reports it (sendStats): direct mode's one server is this process, so
+// /status shows its requests in flight and its resident memory.
+func (d *directGen) askStats(time.Time) {
+	st := d.rt.srv.stats()
+	st.Inflight, st.Memory = d.rt.srv.inflight.Load(), residentBytes()
+	d.rt.counts.seen(d.rt.srv, st)
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -296,46 +297,119 @@ func TestStatusSwitchesGenerationsInOneStep(t *testing.T) {
 	}
 }
 
+// TestStatusJSONHasTheDocumentedFields reads /status as raw JSON, so a
+// field renamed in statusDoc fails here, and checks that each field
+// README's "Status and metrics" names is there and means what it says:
+// inflight counts a request being answered, memory_bytes a worker's
+// resident memory (its own process's in direct mode), last_exit and
+// restarts a slot's loss, reloads.* the last reload, and each
+// generation's workers come in slot order, a respawned slot included.
 func TestStatusJSONHasTheDocumentedFields(t *testing.T) {
-	skipWithoutWorkers(t)
-	site := t.TempDir()
-	writeFile(t, site, "index.html", "hello")
-	_, addr := startWithStatus(t, "-dir", site, "-workers", "2")
-	_, body := statusGet(t, addr, "GET", "/status")
-	var doc struct {
-		Top         map[string]json.RawMessage
-		Slots       []map[string]json.RawMessage `json:"slots"`
-		Generations []map[string]json.RawMessage `json:"generations"`
-	}
-	if err := json.Unmarshal([]byte(body), &doc.Top); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil {
-		t.Fatal(err)
-	}
-	// README.md, "Status and metrics", names these; recycle_failures of a
-	// slot only when it has any, ready_since once it is ready.
-	want := map[string][]string{
-		"top":        {"generation", "ready", "stopping", "pid", "started", "uptime_seconds", "slots", "generations", "reloads", "workers_lost", "respawns", "recycles", "recycle_failures", "worker_exits"},
-		"slot":       {"index", "pid", "state", "ready_since", "requests", "connections", "restarts"},
-		"generation": {"number", "role", "workers"},
-	}
-	has := func(what string, m map[string]json.RawMessage) {
-		for _, k := range want[what] {
-			if _, ok := m[k]; !ok {
-				t.Errorf("/status %s has no %q: %s", what, k, body)
+	inBothModes(t, func(t *testing.T, workers string) {
+		s, addr := startProbeWithStatus(t, "-workers", workers, "-slow", "3s")
+		if workers != "1" {
+			// Slot 0's worker lost and respawned: spawned after slot 1's.
+			pid := s.workerPIDs()[0]
+			kill(pid)
+			waitLog(t, s, fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d`, pid))
+			doc := rawStatus(t, addr)
+			slot0 := doc["slots"].([]any)[0].(map[string]any)
+			if slot0["last_exit"] != "signal: killed" || slot0["restarts"] != 1.0 || doc["workers_lost"] != 1.0 || doc["respawns"] != 1.0 {
+				t.Errorf("after slot 0's worker was killed and respawned: last_exit %v, restarts %v, workers_lost %v, respawns %v; want \"signal: killed\", 1, 1, 1",
+					slot0["last_exit"], slot0["restarts"], doc["workers_lost"], doc["respawns"])
+			}
+			var slots []float64
+			for _, w := range doc["generations"].([]any)[0].(map[string]any)["workers"].([]any) {
+				slots = append(slots, w.(map[string]any)["slot"].(float64))
+			}
+			if !slices.Equal(slots, []float64{0, 1}) {
+				t.Errorf("generations[0].workers by slot: %v; want slot order, [0 1]", slots)
 			}
 		}
+		// A request in flight, counted by its slot while it runs.
+		go get(s.addr, "/slow")
+		var doc map[string]any
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			doc = rawStatus(t, addr)
+			inflight := 0.0
+			for _, slot := range doc["slots"].([]any) {
+				inflight += slot.(map[string]any)["inflight"].(float64)
+			}
+			if inflight == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/status never counted the request in flight: %v", doc["slots"])
+			}
+		}
+		for _, slot := range doc["slots"].([]any) {
+			if m := slot.(map[string]any)["memory_bytes"].(float64); m < 1<<20 {
+				t.Errorf("slot %v: memory_bytes %v; want its worker's resident memory, over 1 MiB", slot.(map[string]any)["index"], m)
+			}
+		}
+		s.signal(syscall.SIGHUP)
+		waitLog(t, s, `msg=reloaded generation=2`)
+		doc = rawStatus(t, addr)
+		reloads := doc["reloads"].(map[string]any)
+		last, _ := reloads["last"].(map[string]any)
+		if reloads["ok"] != 1.0 || reloads["failed"] != 0.0 || last == nil || last["generation"] != 2.0 || last["result"] != "ok" || last["at"] == nil {
+			t.Errorf("/status reloads after one reload to generation 2: %v; want ok 1, failed 0, last generation 2, result ok, at", reloads)
+		}
+		// README.md, "Status and metrics", names these; recycle_failures of
+		// a slot only when it has any, last_exit once it has lost a worker,
+		// reloads.last.error only for a failed one.
+		has(t, "/status", doc, "generation", "ready", "stopping", "pid", "started", "uptime_seconds", "slots", "generations",
+			"reloads", "workers_lost", "respawns", "recycles", "recycles_by_limit", "recycle_failures", "spawn_refusals", "worker_exits")
+		has(t, "reloads", reloads, "ok", "failed", "last")
+		has(t, "reloads.last", last, "generation", "result", "at")
+		for _, limit := range []string{"requests", "age", "memory"} {
+			if _, ok := doc["recycles_by_limit"].(map[string]any)[limit]; !ok {
+				t.Errorf("/status recycles_by_limit has no %q: %v", limit, doc["recycles_by_limit"])
+			}
+		}
+		for _, reason := range []string{"clean", "error", "signal"} {
+			if _, ok := doc["worker_exits"].(map[string]any)[reason]; !ok {
+				t.Errorf("/status worker_exits has no %q: %v", reason, doc["worker_exits"])
+			}
+		}
+		for i, slot := range doc["slots"].([]any) {
+			want := []string{"index", "pid", "state", "ready_since", "requests", "connections", "restarts", "inflight", "memory_bytes", "hangs", "stuck_requests"}
+			if workers != "1" && i == 0 {
+				want = append(want, "last_exit")
+			}
+			has(t, "slot", slot.(map[string]any), want...)
+		}
+		for _, g := range doc["generations"].([]any) {
+			has(t, "generation", g.(map[string]any), "number", "role", "workers")
+			for _, w := range g.(map[string]any)["workers"].([]any) {
+				has(t, "generation's worker", w.(map[string]any), "slot", "pid", "state")
+			}
+		}
+		if n, _ := strconv.Atoi(workers); len(doc["slots"].([]any)) != n {
+			t.Errorf("/status: %d slots; want %d", len(doc["slots"].([]any)), n)
+		}
+	})
+}
+
+// rawStatus reads /status as JSON without statusDoc, so it sees the
+// field names a client sees.
+func rawStatus(t *testing.T, addr string) map[string]any {
+	t.Helper()
+	_, body := statusGet(t, addr, "GET", "/status")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("/status: %v:\n%s", err, body)
 	}
-	has("top", doc.Top)
-	for _, slot := range doc.Slots {
-		has("slot", slot)
-	}
-	for _, g := range doc.Generations {
-		has("generation", g)
-	}
-	if len(doc.Slots) != 2 || len(doc.Generations) != 1 {
-		t.Errorf("/status: %d slots, %d generations; want 2 and 1", len(doc.Slots), len(doc.Generations))
+	return doc
+}
+
+// has reports each of keys that m lacks.
+func has(t *testing.T, what string, m map[string]any, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s has no %q: %v", what, k, m)
+		}
 	}
 }
 

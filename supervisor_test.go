@@ -799,7 +799,7 @@ func TestWorkerEnvironmentSharesCPUsAndDropsParentOnlyVariables(t *testing.T) {
 	s := &Supervisor{cfg: supervisorConfig{Workers: 2, Generation: 3}}
 	t.Setenv("GOMAXPROCS", "")
 	env := s.workerEnviron([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/n", "LISTEN_PID=1", "LISTEN_FDS=1",
-		"LISTEN_FDNAMES=web", workerEnv + "=99", workerNameEnv + "=1 0"}, 1)
+		"LISTEN_FDNAMES=web", "WATCHDOG_USEC=20000000", "WATCHDOG_PID=1", workerEnv + "=99", workerNameEnv + "=1 0"}, 1)
 	want := []string{"PATH=/bin", workerEnv + "=" + strconv.Itoa(protocolVersion), workerNameEnv + "=3 1",
 		"GOMAXPROCS=" + strconv.Itoa(workerProcs(runtime.GOMAXPROCS(0), 2))}
 	if !slices.Equal(env, want) {
@@ -809,5 +809,23 @@ func TestWorkerEnvironmentSharesCPUsAndDropsParentOnlyVariables(t *testing.T) {
 	want = []string{"GOMAXPROCS=3", workerEnv + "=" + strconv.Itoa(protocolVersion), workerNameEnv + "=3 0"}
 	if env := s.workerEnviron([]string{"GOMAXPROCS=3"}, 0); !slices.Equal(env, want) {
 		t.Errorf("workerEnviron with GOMAXPROCS set = %q; want %q", env, want)
+	}
+}
+
+// TestWorkersGetAMemoryLimitUnlessTheEnvironmentSetsOne: under
+// -max-worker-memory each worker gets GOMEMLIMIT a tenth below the bound,
+// but a GOMEMLIMIT the environment sets passes through unchanged.
+func TestWorkersGetAMemoryLimitUnlessTheEnvironmentSetsOne(t *testing.T) {
+	s := &Supervisor{cfg: supervisorConfig{Workers: 2, Generation: 1, MaxMemory: 100 << 20}}
+	t.Setenv("GOMAXPROCS", "1")
+	t.Setenv("GOMEMLIMIT", "")
+	want := []string{"GOMAXPROCS=1", workerEnv + "=" + strconv.Itoa(protocolVersion), workerNameEnv + "=1 0", "GOMEMLIMIT=94371840B"}
+	if env := s.workerEnviron([]string{"GOMAXPROCS=1"}, 0); !slices.Equal(env, want) {
+		t.Errorf("workerEnviron = %q; want %q", env, want)
+	}
+	t.Setenv("GOMEMLIMIT", "50MiB")
+	want = []string{"GOMAXPROCS=1", "GOMEMLIMIT=50MiB", workerEnv + "=" + strconv.Itoa(protocolVersion), workerNameEnv + "=1 0"}
+	if env := s.workerEnviron([]string{"GOMAXPROCS=1", "GOMEMLIMIT=50MiB"}, 0); !slices.Equal(env, want) {
+		t.Errorf("workerEnviron with GOMEMLIMIT set = %q; want %q", env, want)
 	}
 }

@@ -58,6 +58,22 @@ func TestWorkerWhoseHealthCheckHangsIsKilledWithItsStacksAndRespawned(t *testing
 	}
 }
 
+// TestWorkerWhoseHealthCheckFailsIsFoundHungAndRespawned: while App.Health
+// returns an error the parent's probe gets no answer, so a worker whose
+// checks fail for -worker-timeout is found hung (it is otherwise idle),
+// and replaced.
+func TestWorkerWhoseHealthCheckFailsIsFoundHungAndRespawned(t *testing.T) {
+	skipWithoutWorkers(t)
+	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s", "-health-fault", "fail", "-fault-worker", "1")
+	waitLog(t, s, `level=WARN msg="health check failed" worker=1 pid=\d+ generation=1 err="database unreachable"`)
+	m := waitLogMatch(t, s, `level=ERROR msg="worker hung" generation=1 worker=1 pid=(\d+) why="no answer"`)
+	waitLog(t, s, `msg="worker respawned" generation=1 worker=1 old_pid=`+m[1])
+	getN(t, s.addr, 4)
+	if strings.Contains(s.logs(), `msg="worker hung" generation=1 worker=0`) {
+		t.Error("the healthy worker 0 was found hung")
+	}
+}
+
 func TestStoppedWorkerIsFoundHungAndRespawned(t *testing.T) {
 	skipWithoutWorkers(t)
 	site := t.TempDir()
@@ -76,8 +92,14 @@ func TestStoppedWorkerIsFoundHungAndRespawned(t *testing.T) {
 		t.Errorf("the stopped worker was found hung after %v, silent for %s; want within the timeout (1s) and a probe interval", time.Since(stopped).Round(time.Millisecond), m[1])
 	}
 	// Its loss names the parent's kill, not a crash's signal alone.
-	waitLog(t, s, fmt.Sprintf(`msg="worker lost" generation=1 worker=0 pid=%d reason="exited: killed, hung, no answer for \S+ \(signal: killed\)"`, pid))
-	// A stopped process takes no SIGQUIT: the kill after the grace ends it.
+	lost := waitLogMatch(t, s, fmt.Sprintf(`time=(\S+) level=\S+ msg="worker lost" generation=1 worker=0 pid=%d reason="exited: killed, hung, no answer for \S+ \(signal: killed\)"`, pid))
+	// A stopped process takes no SIGQUIT: the kill after the grace
+	// (hungGrace, 2 s) ends it, and not before.
+	hung := waitLogMatch(t, s, fmt.Sprintf(`time=(\S+) level=\S+ msg="worker hung" generation=1 worker=0 pid=%d`, pid))
+	const documented = 2 * time.Second // README, DESIGN: not hungGrace, which a change would move too
+	if grace := logTimeBetween(t, hung[1], lost[1]); grace < documented-50*time.Millisecond || grace > documented+3*time.Second {
+		t.Errorf("the hung worker was killed %v after SIGQUIT; want the grace, %v", grace, documented)
+	}
 	r := waitLogMatch(t, s, fmt.Sprintf(`msg="worker respawned" generation=1 worker=0 old_pid=%d new_pid=(\d+)`, pid))
 	if !waitGone(pid, 5*time.Second) {
 		t.Errorf("the hung worker, pid %d, still runs", pid)
@@ -91,6 +113,18 @@ func TestStoppedWorkerIsFoundHungAndRespawned(t *testing.T) {
 	if newPID, _ := strconv.Atoi(r[1]); len(doc.Slots) != 2 || doc.Slots[0].PID != newPID || doc.Slots[0].State != "serving" {
 		t.Errorf("/status slots %+v; want slot 0 served by the new pid %s", doc.Slots, r[1])
 	}
+}
+
+// logTimeBetween returns how long after the log time from the log time to
+// is.
+func logTimeBetween(t *testing.T, from, to string) time.Duration {
+	t.Helper()
+	a, errA := time.Parse(time.RFC3339Nano, from)
+	b, errB := time.Parse(time.RFC3339Nano, to)
+	if errA != nil || errB != nil {
+		t.Fatalf("log times %q, %q: %v, %v", from, to, errA, errB)
+	}
+	return b.Sub(a)
 }
 
 // waitLogMatch waits until the logs match re and returns the submatches.

@@ -185,23 +185,27 @@ type bench struct {
 	ending    sync.Once // end runs once, on finishing, failing or a signal
 }
 
-func main() {
-	cfg, err := parseConfig(os.Args[1:])
+func main() { os.Exit(exitStatus(os.Args[1:])) }
+
+// exitStatus runs the bench with args and returns its exit status: 0 for
+// -help, 2 for bad flags, else run's.
+func exitStatus(args []string) int {
+	cfg, err := parseConfig(args)
 	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(2)
+		return 2
 	}
-	os.Exit(run(cfg))
+	return run(cfg)
 }
 
 // run measures every section cfg asks for and returns the exit status:
 // 0, or 3 if the report lists problems, or 1 if the run could not finish;
 // a signal ends it with 128 + the signal's number. A run that does not
 // finish leaves the report so far in report.partial.md.
-func run(cfg config) (status int) {
+func run(cfg config) int {
 	b := &bench{cfg: cfg, bin: map[string]string{}, started: time.Now()}
 	b.procs = newTracker()
 	b.rep = newReport()
@@ -213,8 +217,31 @@ func run(cfg config) (status int) {
 	go func() {
 		sig := <-sigs
 		say("interrupted by %v; ending every process the run started", sig)
-		os.Exit(b.end(128 + int(sig.(syscall.Signal))))
+		os.Exit(b.end(signalStatus(sig)))
 	}()
+	return b.finish(func() {
+		b.setup()
+		b.header()
+		for _, s := range sectionRuns {
+			if slices.ContainsFunc(s.names, cfg.want) {
+				s.run(b)
+			}
+		}
+		b.footer()
+		b.save("report.md")
+		fmt.Print(b.rep.String())
+		say("done in %.0f s; report saved to %s", time.Since(b.started).Seconds(), filepath.Join(cfg.out, "report.md"))
+	})
+}
+
+// signalStatus is the exit status of a run a signal ended: 128 + its
+// number, as a shell reports it.
+func signalStatus(sig os.Signal) int { return 128 + int(sig.(syscall.Signal)) }
+
+// finish runs measure and returns the exit status: 0, or 3 if the report
+// lists problems, or 1 if measure died (a measurement that cannot be
+// made). A bug's panic ends every process and panics on.
+func (b *bench) finish(measure func()) (status int) {
 	defer func() {
 		r := recover()
 		f, isFatal := r.(fatal)
@@ -228,17 +255,7 @@ func run(cfg config) (status int) {
 		}
 		status = b.end(status)
 	}()
-	b.setup()
-	b.header()
-	for _, s := range sectionRuns {
-		if slices.ContainsFunc(s.names, cfg.want) {
-			s.run(b)
-		}
-	}
-	b.footer()
-	b.save("report.md")
-	fmt.Print(b.rep.String())
-	say("done in %.0f s; report saved to %s", time.Since(b.started).Seconds(), filepath.Join(cfg.out, "report.md"))
+	measure()
 	if len(b.rep.problems) > 0 {
 		return 3
 	}

@@ -4,6 +4,9 @@ package main
 
 import (
 	"math"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -87,5 +90,40 @@ func TestMaxOverFairOfWorkerCounts(t *testing.T) {
 	}
 	if v := maxOverFair([]string{"?", "3"}); !math.IsNaN(v) {
 		t.Errorf("maxOverFair with an unreported worker = %v; want NaN", v)
+	}
+}
+
+// TestExitStatusesAreTheREADMEs holds the bench to bench/README.md: 0, or
+// 3 when the report lists problems, 1 when a run cannot finish, 128 + N
+// on signal N, and 2 for bad flags (0 for -help).
+func TestExitStatusesAreTheREADMEs(t *testing.T) {
+	for name, tc := range map[string]struct {
+		measure func(b *bench)
+		want    int
+	}{
+		"finished":      {func(b *bench) {}, 0},
+		"problems":      {func(b *bench) { b.rep.problem("a wrk error") }, 3},
+		"cannot finish": {func(b *bench) { die("no nginx") }, 1},
+	} {
+		b := &bench{procs: newTracker(), rep: newReport()}
+		if got := b.finish(func() { tc.measure(b) }); got != tc.want {
+			t.Errorf("%s: finish = %d; want %d", name, got, tc.want)
+		}
+	}
+	if got := signalStatus(syscall.SIGTERM); got != 143 {
+		t.Errorf("signalStatus(SIGTERM) = %d; want 143", got)
+	}
+	if got := exitStatus([]string{"-help"}); got != 0 {
+		t.Errorf("exitStatus(-help) = %d; want 0", got)
+	}
+	if got := exitStatus([]string{"-no-such-flag"}); got != 2 {
+		t.Errorf("exitStatus(-no-such-flag) = %d; want 2", got)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), "It exits 0, or 3 when the report lists problems, or 1 when a run cannot finish, or 128 + N on signal N") {
+		t.Error("bench/README.md no longer states the exit statuses this test holds")
 	}
 }

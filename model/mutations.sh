@@ -66,7 +66,7 @@ trap 'echo "mutations.sh: line $LINENO: $BASH_COMMAND failed" >&2' ERR
 # ------------------------------------------------------------- mutants
 # mutant NAME CLAIM MUTATION TESTS [RUNS]: registers a mutant; the
 # function m_NAME applies its edits. TESTS is a space-separated list of
-# test names; RUNS (default 1), for a test that catches the mutant only
+# test names (bench/TestX for one of the bench package's); RUNS (default 1), for a test that catches the mutant only
 # some of the time, runs them up to that many times, until one fails.
 names=()
 declare -A claim_of mutation_of tests_of runs_of
@@ -1131,6 +1131,123 @@ m_json-workers() {
 	edit worker.go '		err = sink.setFormat(cfg.LogFormat) // the parent'"'"'s: the same command line' '		_ = cfg'
 }
 
+mutant default-max-restarts "every flag's default is the one README's table and -help give" \
+	"-max-restarts defaults to 6" \
+	"TestEveryFlagsDefaultIsTheREADMEs"
+m_default-max-restarts() {
+	edit heal.go 'var defaultHeal = healPolicy{MaxRestarts: 5,' 'var defaultHeal = healPolicy{MaxRestarts: 6,'
+}
+
+mutant default-drain "every flag's default is the one README's table and -help give" \
+	"-drain-timeout defaults to 12s" \
+	"TestEveryFlagsDefaultIsTheREADMEs"
+m_default-drain() {
+	edit config.go '"drain-timeout", 10*time.Second,' '"drain-timeout", 12*time.Second,'
+}
+
+mutant hash-underscore "-immutable-assets counts a HASH with underscores (base64url) as a fingerprint" \
+	"an underscore ends the hash" \
+	"TestImmutableAssetsFlagSetsCacheControlByName"
+m_hash-underscore() {
+	edit pages.go "		case c != '_':" "		default:"
+}
+
+mutant status-reload-failed "a failed reload tells systemd STATUS=reload failed, generation N still serving: ..." \
+	"the STATUS line says only the error" \
+	"TestNotificationsStayOneAssignmentPerLine"
+m_status-reload-failed() {
+	edit lifecycle.go 'fmt.Sprintf("STATUS=reload failed, generation %d still serving: %v", l.serving.number(), err)' 'fmt.Sprintf("STATUS=generation %d: %v", l.serving.number(), err)'
+}
+
+mutant gomemlimit-env "a GOMEMLIMIT the environment sets reaches every worker unchanged" \
+	"-max-worker-memory's limit overrides it" \
+	"TestWorkersGetAMemoryLimitUnlessTheEnvironmentSetsOne"
+m_gomemlimit-env() {
+	edit watch.go '	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") != "" {' '	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") == "off" {'
+}
+
+mutant health-error "an App.Health that returns an error for -worker-timeout gets the worker found hung" \
+	"a failed check still answers the probe" \
+	"TestWorkerWhoseHealthCheckFailsIsFoundHungAndRespawned"
+m_health-error() {
+	edit watch.go '			rt.log.Warn("health check failed", "err", err)
+			return' '			rt.log.Warn("health check failed", "err", err)'
+}
+
+mutant hung-grace "a hung worker gets 2 s after SIGQUIT before SIGKILL" \
+	"SIGKILL follows at once" \
+	"TestStoppedWorkerIsFoundHungAndRespawned"
+m_hung-grace() {
+	edit watch.go 'const hungGrace = 2 * time.Second' 'const hungGrace = 10 * time.Millisecond'
+}
+
+mutant watchdog-env "workers are never given WATCHDOG_USEC or WATCHDOG_PID" \
+	"workers inherit the watchdog variables" \
+	"TestWorkerEnvironmentSharesCPUsAndDropsParentOnlyVariables"
+m_watchdog-env() {
+	edit supervisor.go '"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID":' '"NOTIFY_SOCKET":'
+}
+
+mutant accesslog-bytes "the access log's size is the body bytes written: 0 for HEAD and 304" \
+	"the size is the Content-Length header" \
+	"TestAccessLogWritesOneCombinedLinePerRequest"
+m_accesslog-bytes() {
+	edit accesslog.go 'rec.status, rec.bytes,' 'rec.status, func() (n int64) { fmt.Sscan(rec.Header().Get("Content-Length"), &n); return max(n, rec.bytes) }(),'
+}
+
+mutant status-field-name "every /status field README names is there under its name" \
+	"memory_bytes renamed memory" \
+	"TestStatusJSONHasTheDocumentedFields"
+m_status-field-name() {
+	edit status.go '	Memory   int64 `json:"memory_bytes"`' '	Memory   int64 `json:"memory"`'
+}
+
+mutant status-slot-order "/status lists each generation's workers in slot order" \
+	"spawn order, as s.all holds them" \
+	"TestStatusJSONHasTheDocumentedFields"
+m_status-slot-order() {
+	edit status.go '	slices.SortStableFunc(vs, func(a, b workerView) int { return cmp.Compare(a.Slot, b.Slot) })' '	_ = cmp.Compare[int]; _ = slices.Sort[[]int]'
+}
+
+mutant status-direct-now "/status shows direct mode's requests in flight and resident memory" \
+	"direct mode reports only its counters" \
+	"TestStatusJSONHasTheDocumentedFields"
+m_status-direct-now() {
+	edit status.go '	st.Inflight, st.Memory = d.rt.srv.inflight.Load(), residentBytes()' ''
+}
+
+mutant bench-exit "the bench exits 3 when its report lists problems, as bench/README.md says" \
+	"a run with problems exits 0" \
+	"bench/TestExitStatusesAreTheREADMEs"
+m_bench-exit() {
+	edit bench/main.go '	if len(b.rep.problems) > 0 {
+		return 3
+	}' '	if len(b.rep.problems) > 0 {
+		return 0
+	}'
+}
+
+mutant gzip-cap "a compressible file up to 8 MiB (an eighth of the cache budget at most) is gzipped without a sidecar" \
+	"the gzip cap is the 1 MiB entry cap" \
+	"TestModernJSBundleIsGzippedWithoutASidecar"
+m_gzip-cap() {
+	edit static.go '	maxGzipEntryBytes = 8 << 20' '	maxGzipEntryBytes = 1 << 20'
+}
+
+mutant size-units "every unit a size flag accepts is named by its error and README" \
+	"T accepted, undocumented" \
+	"TestSizeErrorAndREADMEListEveryAcceptedUnit"
+m_size-units() {
+	edit config.go '	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},' '	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},'
+}
+
+mutant version-hint "-version names -buildvcs=false and GOFLAGS, not go run, for a build without a revision that go run did not make" \
+	"every unstamped build blamed on go run" \
+	"TestVersionSaysWhenTheBuildHasNoRevision"
+m_version-hint() {
+	edit config.go '	if strings.Contains(filepath.ToSlash(exe), "/go-build") {' '	if true {'
+}
+
 # The log catalogue: each way a message could escape DESIGN.md's list.
 for kind in log logattrs context const var concat word prepared ready; do
 	mutant "catalogue-$kind" "every message servery logs is in DESIGN.md's catalogue, and every one listed is logged" \
@@ -1181,14 +1298,36 @@ copy_tree() {
 
 # run_tests DIR LOG RUNS TESTS...: builds DIR's test binary and runs
 # TESTS in DIR, RUNS times or until one fails; returns 0 if they passed, 1
-# if any failed, 2 if it did not build. The limit is per run.
+# if any failed, 2 if it did not build. The limit is per run. A test
+# named bench/TestX is the bench package's (bench/*_test.go), run in
+# DIR/bench; the log names it TestX.
 run_tests() {
+	local dir=$1 log=$2 runs=$3
+	shift 3
+	local t root=() bench=() status=0
+	for t in "$@"; do
+		case $t in
+		bench/*) bench+=("${t#bench/}") ;;
+		*) root+=("$t") ;;
+		esac
+	done
+	: >"$log"
+	[ ${#root[@]} -gt 0 ] && { run_package "$dir" "$log" "$runs" "${root[@]}" || status=$?; }
+	[ $status -ne 2 ] && [ ${#bench[@]} -gt 0 ] && { run_package "$dir/bench" "$log" "$runs" "${bench[@]}" || status=$(max_status $status $?); }
+	return $status
+}
+
+max_status() { if [ "$1" -gt "$2" ]; then echo "$1"; else echo "$2"; fi; }
+
+# run_package DIR LOG RUNS TESTS...: run_tests for the one package in DIR,
+# appending to LOG.
+run_package() {
 	local dir=$1 log=$2 runs=$3
 	shift 3
 	local pattern bin="$dir/servery-mutant.test" failfast=""
 	pattern="^($(tr ' ' '|' <<<"$*"))\$"
 	[ "$runs" -gt 1 ] && failfast=-test.failfast
-	if ! (cd "$dir" && go test -c -o "$bin" .) >"$log" 2>&1; then
+	if ! (cd "$dir" && go test -c -o "$bin" .) >>"$log" 2>&1; then
 		return 2
 	fi
 	(cd "$dir" && timeout -k 10 "$((limit * runs))" "$bin" -test.count="$runs" $failfast -test.v \
@@ -1222,7 +1361,7 @@ run_tests "$mdir" "$work/base.log" 1 $all || base_status=$?
 reap baseline
 missing=""
 for t in $all; do
-	grep -q -- "^--- PASS: $t (" "$work/base.log" || missing+=" $t"
+	grep -q -- "^--- PASS: ${t#bench/} (" "$work/base.log" || missing+=" $t"
 done
 if [ "$base_status" -ne 0 ] || [ -n "$missing" ]; then
 	echo "FAIL  the unmutated tests do not all pass (status $base_status;${missing:- none} missing a PASS):" >&2
