@@ -147,7 +147,10 @@ func TestHealthyWorkersUnderLoadAreNeverFoundHung(t *testing.T) {
 	writeFile(t, site, "index.html", "hello")
 	s := startServery(t, "-dir", site, "-workers", "2", "-worker-timeout", minWorkerTimeout.String()) // the floor
 	l := startLoad(t, s.addr, "/", 32)
-	time.Sleep(3 * time.Second) // some twelve probes each, every 250 ms
+	// Some twenty-four probes each, every 250 ms: longer than the three
+	// timeouts a busy worker may leave one unanswered, so an answer that
+	// did not count would be found.
+	time.Sleep(6 * time.Second)
 	l.stopLoad()
 	if strings.Contains(s.logs(), "worker hung") || l.ok.Load() == 0 {
 		t.Errorf("%d requests answered; a healthy worker under load was found hung:\n%s", l.ok.Load(), s.logs())
@@ -531,21 +534,23 @@ func TestAPauseOfTheWholeServiceIsNoHang(t *testing.T) {
 	// before the parent, with a question pending that the parent has
 	// seen go unanswered (a scrape asks it; a probe tick, a quarter of
 	// the timeout, sees it), as when the pause catches a worker late.
-	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s")
+	s, addr := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "2s")
 	workers := s.workerPIDs()
 	for _, pid := range workers {
 		pause(pid)
 	}
-	go statusGetQuiet(addr)            // asks every worker
-	time.Sleep(400 * time.Millisecond) // more than a probe interval, less than the timeout
+	go statusGetQuiet(addr)             // asks every worker
+	time.Sleep(1200 * time.Millisecond) // two probe intervals, well short of the timeout
 	pause(s.cmd.Process.Pid)
-	time.Sleep(3 * time.Second) // the pause itself
+	time.Sleep(7 * time.Second) // the pause itself: more than three timeouts
+	// The parent first: its probe looks before the workers can answer,
+	// one order a resumed host may run them in.
+	unpause(s.cmd.Process.Pid)
 	for _, pid := range workers {
 		unpause(pid)
 	}
-	unpause(s.cmd.Process.Pid)
-	// Three timeouts of probing after it.
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	// Two timeouts of probing after it.
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		readStatus(t, addr)
 	}
 	if strings.Contains(s.logs(), "worker hung") {
