@@ -1,0 +1,184 @@
+package main
+
+// docs_map_test.go keeps the map a reader follows true, in the way
+// TestEveryLogMessageIsCatalogued keeps the log catalogue: every source
+// file has a row in DESIGN's file table, and every section a comment or
+// a document sends the reader to exists where it says. A renamed function, a moved file or a retitled heading
+// fails a test instead of leaving a learner at a dead end.
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// mapDocs are the Markdown files whose pointers are checked: the docs
+// that TestEveryDocLinkResolves reads, and the model's and the mutation
+// check's text, which cite DESIGN's sections too.
+func mapDocs(t *testing.T) []string {
+	t.Helper()
+	out := slices.Clone(docs)
+	for _, pattern := range []string{"model/*.pml", "model/*.sh"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m...)
+	}
+	return out
+}
+
+// TestEverySourceFileIsInDesignsFileTable fails when a file is added
+// without a row in DESIGN's file table (the one after "Each file holds
+// one stage"), or a row
+// names a file that is gone: the table is where a reader looks up what
+// a file is for.
+func TestEverySourceFileIsInDesignsFileTable(t *testing.T) {
+	listed := designFileTable(t)
+	if len(listed) < 20 {
+		t.Fatalf("DESIGN's file table lists only %d files; the table is gone or the scan is broken", len(listed))
+	}
+	sources, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range sources {
+		if !strings.HasSuffix(f, "_test.go") && !slices.Contains(listed, f) {
+			t.Errorf("%s is not in DESIGN's file table (\"Each file holds one stage\"); add a row saying what it holds", f)
+		}
+	}
+	for _, f := range listed {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("DESIGN's file table names %s, which does not exist", f)
+		}
+	}
+}
+
+// designFileTable returns the files named in backticks in the first
+// column of DESIGN's file table, the one after "Each file holds one
+// stage".
+func designFileTable(t *testing.T) []string {
+	t.Helper()
+	_, after, ok := strings.Cut(string(readDoc(t, "DESIGN.md")), "\nEach file holds one stage")
+	if !ok {
+		t.Fatal(`DESIGN.md has no "Each file holds one stage" table`)
+	}
+	name := regexp.MustCompile("`([^`]+\\.go)`")
+	var files []string
+	inTable := false
+	for _, line := range strings.Split(after, "\n")[1:] {
+		if !strings.HasPrefix(line, "|") {
+			if inTable {
+				break
+			}
+			continue
+		}
+		inTable = true
+		cells := strings.Split(line, "|")
+		for _, m := range name.FindAllStringSubmatch(cells[1], -1) {
+			files = append(files, m[1])
+		}
+	}
+	return files
+}
+
+// sectionPointer is how the code and the docs send a reader to a
+// section by its title: README, "Logs"; DESIGN's "Design record to
+// code"; DESIGN.md, "Before a release". The title must be a heading of
+// that file, whole or up to a colon, so "When a worker dies" may name
+// "When a worker dies: the policy's reasons", never a heading it only
+// begins.
+var sectionPointer = regexp.MustCompile(`\b(README|DESIGN)(?:\.md)?(?:'s|,)\s+"([^"]+)"`)
+
+// anchorPointer is a Markdown-style pointer written in a comment:
+// DESIGN.md#who-owns-a-workers-state, never bench/README.md's.
+var anchorPointer = regexp.MustCompile(`(?:^|[^/\w])(README|DESIGN)\.md#([\w-]+)`)
+
+// TestEverySectionAPointerNamesExists fails when a comment in a .go file,
+// or the text of a doc, the model or the mutation check, names a section
+// of README or DESIGN that is not there: a heading renamed or moved
+// to the other file. Links between the docs are TestEveryDocLinkResolves'.
+func TestEverySectionAPointerNamesExists(t *testing.T) {
+	texts := map[string]string{} // where → its comments or prose, spaces collapsed
+	for _, pattern := range []string{"*.go", "bench/*.go"} {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			texts[f] = goComments(t, f)
+		}
+	}
+	for _, f := range mapDocs(t) {
+		texts[f] = proseOf(string(readDoc(t, f)))
+	}
+	headings := map[string][]string{}
+	for _, doc := range []string{"README", "DESIGN"} {
+		headings[doc] = headingTitles(t, doc+".md")
+	}
+	checked := 0
+	for where, text := range texts {
+		for _, m := range sectionPointer.FindAllStringSubmatch(text, -1) {
+			checked++
+			title := strings.ReplaceAll(m[2], "`", "")
+			if !slices.ContainsFunc(headings[m[1]], func(h string) bool {
+				return h == title || strings.HasPrefix(h, title+":")
+			}) {
+				t.Errorf("%s points to %s's %q, which has no such section", where, m[1], m[2])
+			}
+		}
+		for _, m := range anchorPointer.FindAllStringSubmatch(text, -1) {
+			checked++
+			if !slices.Contains(anchors(t, m[1]+".md"), m[2]) {
+				t.Errorf("%s points to %s.md#%s, which has no heading with that anchor", where, m[1], m[2])
+			}
+		}
+	}
+	if checked < 8 {
+		t.Errorf("found only %d section pointers; the scan is broken", checked)
+	}
+	t.Logf("checked %d section pointers", checked)
+}
+
+// goComments returns every comment of the Go file name as one line of
+// text, so a title wrapped over two comment lines is still found.
+func goComments(t *testing.T, name string) string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, g := range f.Comments {
+		b.WriteString(g.Text())
+		b.WriteString("\n\n")
+	}
+	return proseOf(b.String())
+}
+
+// commentMark is what begins a line of a shell or Promela comment.
+var commentMark = regexp.MustCompile(`(?m)^\s*(?:#+|/?\*+/?|//)\s?`)
+
+// proseOf joins a text's lines into one, dropping the marks that begin
+// a comment line, so a title wrapped over two lines reads whole.
+func proseOf(text string) string {
+	return strings.Join(strings.Fields(commentMark.ReplaceAllString(text, "")), " ")
+}
+
+// headingTitles returns the text of every heading of the Markdown file
+// name, backticks dropped.
+func headingTitles(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(stripCode(string(readDoc(t, name))), "\n") {
+		if strings.HasPrefix(line, "#") {
+			out = append(out, strings.ReplaceAll(strings.TrimSpace(strings.TrimLeft(line, "#")), "`", ""))
+		}
+	}
+	return out
+}
