@@ -2,11 +2,14 @@ package main
 
 // docs_map_test.go keeps the map a reader follows true, in the way
 // TestEveryLogMessageIsCatalogued keeps the log catalogue: every source
-// file has a row in DESIGN's file table, and every section a comment or
-// a document sends the reader to exists where it says. A renamed function, a moved file or a retitled heading
+// file has a row in DESIGN's file table, every section a comment or a
+// document sends the reader to exists where it says, and every
+// file:function pointer in the tour and the diagrams names a declaration
+// of that file. A renamed function, a moved file or a retitled heading
 // fails a test instead of leaving a learner at a dead end.
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -93,15 +96,15 @@ func designFileTable(t *testing.T) []string {
 // that file, whole or up to a colon, so "When a worker dies" may name
 // "When a worker dies: the policy's reasons", never a heading it only
 // begins.
-var sectionPointer = regexp.MustCompile(`\b(README|DESIGN)(?:\.md)?(?:'s|,)\s+"([^"]+)"`)
+var sectionPointer = regexp.MustCompile(`\b(README|DESIGN|TOUR)(?:\.md)?(?:'s|,)\s+"([^"]+)"`)
 
 // anchorPointer is a Markdown-style pointer written in a comment:
 // DESIGN.md#who-owns-a-workers-state, never bench/README.md's.
-var anchorPointer = regexp.MustCompile(`(?:^|[^/\w])(README|DESIGN)\.md#([\w-]+)`)
+var anchorPointer = regexp.MustCompile(`(?:^|[^/\w])(README|DESIGN|TOUR)\.md#([\w-]+)`)
 
 // TestEverySectionAPointerNamesExists fails when a comment in a .go file,
 // or the text of a doc, the model or the mutation check, names a section
-// of README or DESIGN that is not there: a heading renamed or moved
+// of README, DESIGN or TOUR that is not there: a heading renamed or moved
 // to the other file. Links between the docs are TestEveryDocLinkResolves'.
 func TestEverySectionAPointerNamesExists(t *testing.T) {
 	texts := map[string]string{} // where → its comments or prose, spaces collapsed
@@ -118,7 +121,7 @@ func TestEverySectionAPointerNamesExists(t *testing.T) {
 		texts[f] = proseOf(string(readDoc(t, f)))
 	}
 	headings := map[string][]string{}
-	for _, doc := range []string{"README", "DESIGN"} {
+	for _, doc := range []string{"README", "DESIGN", "TOUR"} {
 		headings[doc] = headingTitles(t, doc+".md")
 	}
 	checked := 0
@@ -181,4 +184,90 @@ func headingTitles(t *testing.T, name string) []string {
 		}
 	}
 	return out
+}
+
+// filePointer is how the tour and DESIGN's diagrams name code: a file
+// and a declaration in it, `worker.go:runWorker`,
+// `barrier.go:Supervisor.barrier`. No line numbers, which go stale.
+var filePointer = regexp.MustCompile(`\b([a-z][a-z0-9_]*\.go):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)`)
+
+// TestEveryFilePointerInTheTourAndTheDiagramsExists fails when TOUR.md or
+// DESIGN.md names file.go:Name and file.go declares no Name (a function,
+// a Type.method, a type, a constant or a variable): a rename or a move
+// breaks the reading path here, not in a learner's hands.
+func TestEveryFilePointerInTheTourAndTheDiagramsExists(t *testing.T) {
+	declared := map[string][]string{} // file → its names
+	checked := 0
+	for _, doc := range []string{"TOUR.md", "DESIGN.md"} {
+		for _, m := range filePointer.FindAllStringSubmatch(string(readDoc(t, doc)), -1) {
+			file, name := m[1], m[2]
+			checked++
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("%s names %s:%s, but there is no %s", doc, file, name, file)
+				continue
+			}
+			if _, ok := declared[file]; !ok {
+				declared[file] = declarations(t, file)
+			}
+			if !slices.Contains(declared[file], name) {
+				t.Errorf("%s names %s:%s, which %s does not declare", doc, file, name, file)
+			}
+		}
+	}
+	if checked < 40 {
+		t.Errorf("found only %d file:name pointers in TOUR.md and DESIGN.md; the tour is gone or the scan is broken", checked)
+	}
+	t.Logf("checked %d file:name pointers", checked)
+}
+
+// declarations returns every top-level name the Go file name declares:
+// functions, methods as Type.method, types, constants and variables.
+func declarations(t *testing.T, name string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil || len(d.Recv.List) == 0 {
+				out = append(out, d.Name.Name)
+				continue
+			}
+			out = append(out, receiverName(d.Recv.List[0].Type)+"."+d.Name.Name)
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					out = append(out, s.Name.Name)
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						out = append(out, n.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// receiverName is the type a method's receiver names, without its
+// pointer or type parameters.
+func receiverName(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.IndexListExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return ""
+		}
+	}
 }
