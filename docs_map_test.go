@@ -271,3 +271,74 @@ func receiverName(e ast.Expr) string {
 		}
 	}
 }
+
+// ownedTypes are the types whose every field DESIGN's "Who owns a
+// worker's state" gives an owner, with the file that declares each.
+var ownedTypes = map[string]string{
+	"workerProc":  "supervisor.go",
+	"Supervisor":  "supervisor.go",
+	"healing":     "heal.go",
+	"slotState":   "heal.go",
+	"life":        "lifecycle.go",
+	"startingGen": "lifecycle.go",
+	"Service":     "service.go",
+}
+
+// TestEveryFieldOfTheParentsStateHasAnOwner fails when a field is added
+// to the state of a worker, a slot, a generation or the loop without a
+// row in DESIGN's ownership tables: the table is only worth reading if
+// it is whole. A mutex names itself, and is not asked for.
+func TestEveryFieldOfTheParentsStateHasAnOwner(t *testing.T) {
+	_, section, ok := strings.Cut(string(readDoc(t, "DESIGN.md")), "\n## Who owns a worker's state\n")
+	if !ok {
+		t.Fatal(`DESIGN.md has no "Who owns a worker's state" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(\\w+)`").FindAllStringSubmatch(section, -1) {
+		named[m[1]] = true
+	}
+	fields := 0
+	for typ, file := range ownedTypes {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		ast.Inspect(f, func(n ast.Node) bool {
+			spec, ok := n.(*ast.TypeSpec)
+			if !ok || spec.Name.Name != typ {
+				return true
+			}
+			found = true
+			for _, field := range spec.Type.(*ast.StructType).Fields.List {
+				if isMutex(field.Type) {
+					continue
+				}
+				for _, name := range field.Names {
+					fields++
+					if !named[name.Name] {
+						t.Errorf("%s.%s (%s) has no owner in DESIGN's \"Who owns a worker's state\"", typ, name.Name, file)
+					}
+				}
+			}
+			return false
+		})
+		if !found {
+			t.Errorf("%s declares no type %s", file, typ)
+		}
+	}
+	if fields < 80 {
+		t.Errorf("found only %d fields; the scan is broken", fields)
+	}
+}
+
+// isMutex reports whether e is sync.Mutex or sync.RWMutex.
+func isMutex(e ast.Expr) bool {
+	sel, ok := e.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	return ok && pkg.Name == "sync" && (sel.Sel.Name == "Mutex" || sel.Sel.Name == "RWMutex")
+}
