@@ -1,7 +1,7 @@
 package main
 
 // app_test.go proves the application contract: the design record's claims
-// for its WSGI and ASGI runtimes, held by an App's start and stop steps.
+// (DESIGN, "Design record to code") for its WSGI and ASGI runtimes, held by an App's start and stop steps.
 // The workers run probeApp, which records what it does as marker files.
 
 import (

@@ -5,12 +5,14 @@ package main
 //
 // The protocol is JSON lines on two pipes, the worker's fds 4 and 5
 // (spawn). The parent writes to a worker's protocol input, its "stdin" in
-// this record: one config message, then, once every worker is prepared,
-// one commit, and after it only rotated ticket keys; closing it is the
-// drain signal. The worker writes to its protocol output: starting (its
-// App's start step runs), prepared, ready, failed (with a reason),
-// recycle (once, at its -max-requests or -max-worker-age) and, after a
-// drain, done (with its counters). Logs go to stderr, and the worker's
+// the design record (DESIGN, "Design record to code"): one config
+// message, then, once every worker is prepared, one commit, and after it
+// only rotated ticket keys and stats questions (the probe's, watch.go,
+// and the status listener's, status.go); closing it is the drain signal.
+// The worker writes to its protocol output: starting (its App's start
+// step runs), prepared, ready, failed (with a reason), recycle (once, at
+// its -max-requests or -max-worker-age), stats (an answer, or its own
+// stall report) and, after a drain, done (with its counters). Logs go to stderr, and the worker's
 // stdout goes there too: neither ever mixes with the protocol.
 //
 // A worker that replaces a lost or recycled one in its slot goes through

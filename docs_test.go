@@ -12,8 +12,9 @@ import (
 )
 
 // docs are the Markdown files that name tests and link to each other: the
-// user's manual, the auditor's map and the benchmarks' figures.
-var docs = []string{"README.md", "DESIGN.md", "bench/README.md"}
+// user's manual, the auditor's map, the learner's tour and the
+// benchmarks' figures.
+var docs = []string{"README.md", "DESIGN.md", "TOUR.md", "bench/README.md"}
 
 // TestEveryTestTheDocsNameExists keeps the map from claims to tests from
 // rotting: every test, fuzz target and benchmark the docs name in

@@ -8,8 +8,9 @@ package main
 // itself is the generation's (Supervisor.replace, slot.go), run in a
 // goroutine that reports evReplaced.
 //
-// The design record's fixed generation, which never respawns, is the
-// policy with MaxRestarts 0: the first loss ends the service.
+// The design record's fixed generation (DESIGN, "Design record to code"),
+// which never respawns, is the policy with MaxRestarts 0: the first loss
+// ends the service.
 
 import (
 	"context"
@@ -37,8 +38,8 @@ type healPolicy struct {
 	Steady     time.Duration
 }
 
-// defaultHeal is the policy servery runs with; README, "When a worker
-// dies", gives the reasons for each figure.
+// defaultHeal is the policy servery runs with; DESIGN, "When a worker
+// dies: the policy's reasons", gives the reasons for each figure.
 var defaultHeal = healPolicy{MaxRestarts: 5, Window: time.Minute,
 	Backoff: 100 * time.Millisecond, BackoffCap: 30 * time.Second, Steady: 10 * time.Second}
 

@@ -18,7 +18,8 @@ package main
 // own life stays where it was: barrier.go, drain.go and worker.go for
 // worker processes, direct.go for direct mode's in-process handler.
 // model/reload.pml models run as one process whose channels are these
-// events; README, "Model step → Go", maps one onto the other.
+// events; DESIGN, "The sequence of generations (reload.pml)", maps one
+// onto the other.
 
 import (
 	"context"

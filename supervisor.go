@@ -73,7 +73,7 @@ type Supervisor struct {
 	// *workerError), if the generation's stop had not begun when it was
 	// seen. The Service sends it to its lifecycle loop (evLost). By
 	// default the generation stops itself: the design record's fixed
-	// generation.
+	// generation (DESIGN, "Design record to code").
 	onLost func(error)
 	// onRecycle is called when the worker pid in slot asks to be
 	// recycled, with its reason, once the generation serves; by default
@@ -814,10 +814,10 @@ const (
 // The worker's stdin is /dev/null and its stdout is its stderr, where the
 // parent's logs go: whatever a program prints to stdout, from the first
 // line of the first init(), long before servery's code runs in it, lands
-// in the log. The design record put the protocol on stdin and stdout,
-// and a worker moved it off them once its main ran; a print before that
-// (a library that announces itself at init) was a malformed protocol
-// line, and every start rolled back.
+// in the log. The design record (DESIGN, "Design record to code") put
+// the protocol on stdin and stdout, and a worker moved it off them once
+// its main ran; a print before that (a library that announces itself at
+// init) was a malformed protocol line, and every start rolled back.
 func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*workerProc, error) {
 	cmd, err := s.seam.command(index, s.cfg.Args)
 	if err != nil {

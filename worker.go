@@ -594,9 +594,11 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}
 // logged and ignored, since stopping on it would let a confused parent cut
 // requests short.
 //
-// The counters travel only when the parent asks, at a scrape of its
-// status listener: a request costs the hot path nothing more than the
-// atomic adds it already makes, and an idle service writes nothing.
+// The counters travel only when the parent asks, at its probe (every
+// quarter of -worker-timeout, watch.go) and at a scrape of its status
+// listener, or with the worker's own stall report (progress.go): a
+// request costs the hot path nothing more than the atomic adds it
+// already makes.
 func drainSignal(msgs <-chan message, rt *workerRuntime, out *lineWriter, log *slog.Logger) <-chan struct{} {
 	eof := make(chan struct{})
 	go func() {
