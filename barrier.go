@@ -11,12 +11,13 @@ package main
 // and the status listener's, status.go); closing it is the drain signal.
 // The worker writes to its protocol output: starting (its App's start
 // step runs), prepared, ready, failed (with a reason), recycle (once, at
-// its -max-requests or -max-worker-age), stats (an answer, or its own
-// stall report) and, after a drain, done (with its counters). Logs go to stderr, and the worker's
-// stdout goes there too: neither ever mixes with the protocol.
+// its -max-requests, -max-worker-age or -max-worker-memory), stats (an
+// answer, or its own stall report) and, after a drain, done (with its
+// counters). Logs go to stderr, and the worker's stdout goes there too:
+// neither ever mixes with the protocol.
 //
 // A worker that replaces a lost or recycled one in its slot goes through
-// the same barrier alone: config, prepared, commit, ready.
+// the same barrier alone: config, starting, prepared, commit, ready.
 
 import (
 	"bufio"
@@ -299,9 +300,10 @@ func (s *Supervisor) workerConfig(index int, keys [][]byte) *workerConfig {
 	return &cfg
 }
 
-// sendBy writes one message to a worker's stdin, giving up when ctx ends
-// (the startup timeout, or a cancelled Start), so that a worker that never
-// reads cannot hold startup once the pipe's buffer is full. A failed write
+// sendBy writes one message to a worker's protocol input (its fd 4,
+// which the parent writes), giving up when ctx ends (the startup timeout,
+// or a cancelled Start), so that a worker that never reads cannot hold
+// startup once the pipe's buffer is full. A failed write
 // is only logged: the worker has exited or is stuck, and await reports
 // which, with the better reason.
 func (s *Supervisor) sendBy(ctx context.Context, p *workerProc, m message) {

@@ -3,8 +3,9 @@ package main
 // drain.go is the stop path on both sides. A serving runtime (the direct
 // mode's, or a worker's) drains: it stops accepting, lets in-flight
 // requests finish within the drain timeout, then closes what remains. The
-// parent escalates: it closes every worker's stdin, then terminates
-// survivors at the drain timeout and kills them at the force timeout.
+// parent escalates: it closes every worker's protocol input (its fd 4,
+// the drain signal), then terminates survivors at the drain timeout and
+// kills them at the force timeout.
 
 import (
 	"bufio"

@@ -171,11 +171,11 @@ func (s *Supervisor) abandon(p *workerProc, committed bool) {
 }
 
 // retire makes one worker leave while its generation serves on: it closes
-// the worker's stdin, its drain signal, and in a goroutine of its own
-// terminates it at drain and kills it at the force deadline, both from
-// now, unless it exits first or the generation's stop takes over. One
-// still not reaped unreapedGrace after the kill is left behind (leave):
-// stuck in the kernel, it holds up no replacement.
+// the worker's protocol input (fd 4), its drain signal, and in a goroutine
+// of its own terminates it at drain and kills it at the force deadline,
+// both from now, unless it exits first or the generation's stop takes
+// over. One still not reaped unreapedGrace after the kill is left behind
+// (leave): stuck in the kernel, it holds up no replacement.
 func (s *Supervisor) retire(p *workerProc, drain time.Duration) {
 	p.stdin.Close()
 	force := s.cfg.ForceTimeout - s.cfg.DrainTimeout + drain

@@ -548,10 +548,10 @@ func (s *Supervisor) workers(serving bool) []workerView {
 
 // askStats asks each worker that has reported ready, and still runs, for
 // its counters, and blocks until each has answered, exited, or deadline
-// has passed. The answers reach the tally through the worker's reader.
-// The writes share keyMu with the ticket keys', so the two never
-// interleave their deadlines; a worker that stopped reading costs a
-// scrape its deadline, and nothing else. A stopping worker's stdin is
+// has passed. The answers reach the tally through the worker's reader. The
+// writes share keyMu with the ticket keys', so the two never interleave
+// their deadlines; a worker that stopped reading costs a scrape its
+// deadline, and nothing else. A stopping worker's protocol input is
 // closed: the write fails at once, and its counters come with its done
 // message.
 func (s *Supervisor) askStats(deadline time.Time) {

@@ -726,7 +726,10 @@ func (s *Supervisor) logCounters(p *workerProc) {
 	}
 }
 
-// workerProc is the parent's handle on one worker process.
+// workerProc is the parent's handle on one worker process. Its fields
+// stdin and stdout keep the design record's names for the protocol's
+// pipes: they are the parent's ends of the worker's fds 4 and 5, not the
+// worker's standard input and output (/dev/null, and its stderr).
 type workerProc struct {
 	index      int // its slot
 	pid        int
@@ -896,9 +899,10 @@ func (hostRefusal) Is(target error) bool { return target == errHostRefused }
 // for want of room: EAGAIN, EMFILE, ENFILE or ENOMEM (refused).
 var errHostRefused = errors.New("the host refused a new worker")
 
-// read forwards the worker's messages as events until its stdout ends or
-// carries a line that does not decode. It keeps the final counters itself,
-// so they are in place once the readers are done.
+// read forwards the worker's messages as events until its protocol output
+// (fd 5 in the worker, stdout here) ends or carries a line that does not
+// decode. It keeps the final counters itself, so they are in place once
+// the readers are done.
 func (s *Supervisor) read(p *workerProc) {
 	defer s.readers.Done()
 	defer close(p.readerDone)
@@ -955,9 +959,11 @@ func (s *Supervisor) reap(p *workerProc) {
 	s.deliver(p, event{proc: p, err: exit})
 }
 
-// sweep kills whatever is left in a just-reaped worker's process group. A
-// static worker starts no children, so anything there is a leak that would
-// otherwise outlive the generation. It runs the moment the worker is
+// sweep kills whatever is left in a just-reaped worker's process group.
+// servery's own code and the static site start no children; an embedded
+// App may, but one still in the group once its worker has exited has lost
+// the process that owned it, so whoever started it, it is a leak that
+// would otherwise outlive the generation. It runs the moment the worker is
 // reaped: while any member of the group lives, the kernel does not reuse
 // its id, and if none lives the signal finds nothing (ESRCH); only in the
 // microseconds between the two could a recycled pid lead a new group.

@@ -23,9 +23,9 @@ import (
 //
 // The parent loads or generates the identity once and hands the same bytes
 // to every worker inside its configuration message, so every worker presents
-// the same certificate. The PEM travels only over the worker's stdin pipe:
-// never in argv, the environment or a file, where other users or a crash
-// dump could find it.
+// the same certificate. The PEM travels only over the protocol pipe the
+// parent writes (the worker's fd 4): never in argv, the environment or a
+// file, where other users or a crash dump could find it.
 type tlsIdentity struct {
 	CertPEM []byte `json:"cert_pem"`
 	KeyPEM  []byte `json:"key_pem"`
@@ -154,9 +154,10 @@ const ticketKeyRotation = 24 * time.Hour
 
 // ticketKeys is the session ticket keyring that makes N workers one TLS
 // server: the parent generates it and hands it to every worker with the
-// certificate, over the stdin pipe (never argv, the environment or a
-// file), so a client resumes whichever worker it reaches. Keys[0]
-// encrypts new tickets; every key decrypts. Safe for concurrent use.
+// certificate, over the protocol pipe the parent writes (the worker's
+// fd 4; never argv, the environment or a file), so a client resumes
+// whichever worker it reaches. Keys[0] encrypts new tickets; every key
+// decrypts. Safe for concurrent use.
 type ticketKeys struct {
 	mu   sync.Mutex
 	keys [][]byte // newest first; at most two

@@ -305,9 +305,13 @@ func (srv *server) close() error {
 // serves app on the listener inherited as fd 3, and returns the exit
 // status.
 func workerMain(log, named *slog.Logger, app App, in, out *os.File) int {
-	// The final done message goes to stdout after the parent may have died;
-	// without this a write to the broken pipe would kill the worker with
-	// SIGPIPE before it finished draining.
+	// The final done message goes to fd 5, the protocol pipe, after the
+	// parent may have died; Go fails that write with EPIPE by itself. The
+	// log is another matter: Go ends a process with SIGPIPE for a broken
+	// pipe on fd 1 or 2, the worker's stderr and the stdout that goes
+	// there, and that pipe's reader may have gone with the parent (a
+	// shell pipeline's logger). Ignored, such a write fails instead, and
+	// the worker finishes its drain.
 	signal.Ignore(syscall.SIGPIPE)
 	// A reload is the parent's business; a stray SIGHUP must not end a
 	// worker, which Go's default would.
@@ -487,9 +491,10 @@ func (rt *workerRuntime) stopApp(ctx context.Context) error {
 	return err
 }
 
-// readAll forwards messages from the parent until its stdin ends; the
-// channel then closes. A read error or a bad line ends it too: a parent
-// that cannot be understood is treated like one that is gone.
+// readAll forwards messages from the parent until the protocol input
+// ends (the worker's fd 4, which the parent writes); the channel then
+// closes. A read error or a bad line ends it too: a parent that cannot be
+// understood is treated like one that is gone.
 func readAll(in *lineReader) <-chan message {
 	msgs := make(chan message)
 	go func() {
@@ -528,8 +533,10 @@ func exitOnTermUntilServing(term <-chan os.Signal, log *atomic.Pointer[slog.Logg
 	}
 }
 
-// awaitCommit blocks until the parent commits (true), or its stdin ends or
-// it sends anything else (false, with the reason).
+// awaitCommit blocks until the parent commits (true), or the protocol
+// input (fd 4) ends or the parent sends anything else (false, with the
+// reason). The reason's text still says stdin, the design record's name
+// for that pipe.
 func awaitCommit(msgs <-chan message) (bool, error) {
 	m, ok := <-msgs
 	switch {
@@ -541,10 +548,12 @@ func awaitCommit(msgs <-chan message) (bool, error) {
 	return true, nil
 }
 
-// serveUntilDrain serves until stdin ends (a stop, or the parent died) and
-// then drains; SIGTERM during the drain closes every connection at once.
-// The App's stop step runs after the drain, so after the last handler has
-// returned unless the drain was cut, until SIGTERM or the force deadline.
+// serveUntilDrain serves until the protocol input (fd 4) ends (a stop, or
+// the parent died) and then drains; SIGTERM during the drain closes every
+// connection at once. The App's stop step runs after the drain, so after
+// the last handler has returned unless the drain was cut, until SIGTERM or
+// the force deadline, which the worker measures itself from the drain's
+// start.
 // It reports the counters, and the stop step's failure, in a
 // done message and returns the exit status: 1 if the drain was cut or the
 // stop step failed.
@@ -569,9 +578,10 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}
 	}()
 	rt.log.Info("worker draining")
 	err := rt.srv.drain(hurry)
-	// The parent kills the worker at the force deadline; the stop step
-	// gets what is left until then, or until SIGTERM.
-	// No limit of our own: the parent kills the worker at the force deadline.
+	// The stop step gets what is left until the force deadline, or until
+	// SIGTERM. The parent kills the worker at its own force deadline too,
+	// but a worker whose parent died has nobody to kill it: this deadline
+	// of the worker's own is then the only bound on the stop step.
 	stopCtx, cancel := context.WithDeadline(hurry, began.Add(rt.cfg.ForceTimeout))
 	stopErr := rt.stopApp(stopCtx)
 	cancel()
@@ -588,11 +598,11 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}
 	return 0
 }
 
-// drainSignal closes when the parent's stdin ends. Until then it installs
-// the rotated ticket keys the parent sends and answers its requests for
-// the counters. Any other message after commit breaks the protocol; it is
-// logged and ignored, since stopping on it would let a confused parent cut
-// requests short.
+// drainSignal closes when the protocol input (fd 4) ends: the parent
+// closed it, or died. Until then it installs the rotated ticket keys the
+// parent sends and answers its requests for the counters. Any other
+// message after commit breaks the protocol; it is logged and ignored,
+// since stopping on it would let a confused parent cut requests short.
 //
 // The counters travel only when the parent asks, at its probe (every
 // quarter of -worker-timeout, watch.go) and at a scrape of its status
