@@ -37,7 +37,7 @@ func probeApp(fs *flag.FlagSet) App {
 	fs.StringVar(&p.startFault, "start-fault", "", "slow, fail, panic, or hang (ignoring its context)")
 	fs.IntVar(&p.faultWorker, "fault-worker", 0, "the worker whose start misbehaves")
 	fs.IntVar(&p.faultGeneration, "fault-generation", 0, "the generation whose start misbehaves; 0: every one")
-	fs.StringVar(&p.stopFault, "stop-fault", "", "hang, or fail")
+	fs.StringVar(&p.stopFault, "stop-fault", "", "hang, fail, or slow (-slow long)")
 	fs.IntVar(&p.stopFaultGeneration, "stop-fault-generation", 0, "the generation whose stop misbehaves; 0: every one")
 	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes, and a slow start")
 	fs.Var((*byteSize)(&p.ballast), "ballast", "resident bytes every worker's start allocates, touches and keeps")
@@ -235,6 +235,8 @@ func (p *probe) stop(ctx context.Context, h http.Handler) error {
 		select {} // ignores ctx: only the kill ends it
 	case "fail":
 		return errors.New("cannot flush the queue")
+	case "slow": // flushes for -slow, then succeeds
+		time.Sleep(p.slow)
 	}
 	p.mark(fmt.Sprintf("stopped-%d", w.Index))
 	p.mark(fmt.Sprintf("stopped-gen-%d", w.Generation))
@@ -571,4 +573,25 @@ func waitFile(t *testing.T, path string) {
 		}
 	}
 	t.Fatalf("%s never appeared", path)
+}
+
+func TestRollbackRunsTheStopStepOfEveryWorkerWhoseStartReturned(t *testing.T) {
+	// Worker 1's start waits until it is cancelled; worker 0's returns at
+	// once, and the rollback then sends it EOF and SIGTERM together. Its
+	// App started, so its stop step must run to its end, whichever it
+	// reads first: the step takes 300 ms, long after the SIGTERM.
+	h, marks := newProbeHarness(t, 2, []string{"-start-fault", "wait", "-fault-worker", "1", "-stop-fault", "slow", "-slow", "300ms"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- h.sup.Start(ctx) }()
+	h.waitLog(`msg=prepared generation=\d+ worker=0 `)
+	cancel()
+	if err := <-started; err == nil {
+		t.Fatal("Start() = nil after its context was cancelled; want an error")
+	}
+	h.assertAllGone()
+	if _, ok := markTime(t, marks, "stopped-0"); !ok {
+		t.Errorf("worker 0's start returned, but the rollback did not run its stop step:\n%s", h.readLogs())
+	}
 }

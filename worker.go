@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -348,8 +349,9 @@ func runWorker(wio workerIO, app App) int {
 	// The worker's logger gains its index and generation with its config.
 	var logp atomic.Pointer[slog.Logger]
 	logp.Store(cmp.Or(wio.named, wio.log))
-	stopWatch := exitOnTermUntilServing(wio.term, &logp)
-	rt, err := prepare(in, out, wio, app, &logp)
+	var started atomic.Pointer[workerRuntime] // once the App's start has returned
+	stopWatch := exitOnTermUntilServing(wio.term, &logp, &started)
+	rt, err := prepare(in, out, wio, app, &logp, &started)
 	if errors.Is(err, errNoConfig) {
 		// The parent closed the pipe before it sent the config: it rolls
 		// back (a sibling failed to start, or the host refused one) or
@@ -429,6 +431,10 @@ type workerRuntime struct {
 	log *slog.Logger
 	// checking: an App health check runs (answerStats, watch.go).
 	checking atomic.Bool
+	// stopOnce runs the App's stop step once (stopApp), whether the
+	// drain, a rollback or a SIGTERM before serving asks first.
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // errNoConfig is prepare's error when the parent closed the pipe before
@@ -441,7 +447,9 @@ var errNoConfig = errors.New("the parent closed the pipe before the config")
 // listener, accepting nothing yet. Once it has the config it stores the
 // worker's logger in logp and says starting, so a parent whose startup
 // times out can tell a slow App.Start from a worker that never got going.
-func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomic.Pointer[slog.Logger]) (*workerRuntime, error) {
+// Once the App's start has returned it stores the runtime in started, so
+// a SIGTERM from then on runs the App's stop step before the worker exits.
+func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomic.Pointer[slog.Logger], started *atomic.Pointer[workerRuntime]) (*workerRuntime, error) {
 	m, err := in.next()
 	if err == io.EOF {
 		err = errNoConfig
@@ -465,6 +473,7 @@ func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomi
 	if err != nil {
 		return nil, err
 	}
+	started.Store(rt)
 	if rt.srv, err = newServer(cfg.runtimeConfig, rt.h, rt.log); err != nil {
 		rt.stopApp(ctx)
 		return nil, fmt.Errorf("build runtime: %w", err)
@@ -481,14 +490,18 @@ func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomi
 	return rt, nil
 }
 
-// stopApp runs the App's stop step and logs its failure, which it
-// returns. The parent's deadlines bound it.
+// stopApp runs the App's stop step, once, and logs its failure, which it
+// returns. The parent's deadlines bound it. A second call, the SIGTERM
+// watcher's beside a rollback's, waits for the first and returns its
+// error.
 func (rt *workerRuntime) stopApp(ctx context.Context) error {
-	err := stopApp(ctx, time.Time{}, rt.app, rt.h)
-	if err != nil {
-		rt.log.Error("app stop failed", "err", err)
-	}
-	return err
+	rt.stopOnce.Do(func() {
+		rt.stopErr = stopApp(ctx, time.Time{}, rt.app, rt.h)
+		if rt.stopErr != nil {
+			rt.log.Error("app stop failed", "err", rt.stopErr)
+		}
+	})
+	return rt.stopErr
 }
 
 // readAll forwards messages from the parent until the protocol input
@@ -513,16 +526,25 @@ func readAll(in *lineReader) <-chan message {
 // exitOnTermUntilServing makes SIGTERM end the worker at once until the
 // returned stop is called, wherever it is: building its runtime, reporting
 // prepared, or waiting for commit. Before it serves a worker has nothing
-// to drain, and a rollback should not wait on a slow prepare. stop returns
+// to drain, and a rollback should not wait on a slow prepare; but once
+// the App's start has returned (started is set), its stop step runs
+// first, so what the start took outside the process (a lock, a
+// registration) is given back as a rollback promises. stop returns
 // only once the watch has ended, so the worker never starts serving while
 // it might still exit.
-func exitOnTermUntilServing(term <-chan os.Signal, log *atomic.Pointer[slog.Logger]) (stop func()) {
+func exitOnTermUntilServing(term <-chan os.Signal, log *atomic.Pointer[slog.Logger], started *atomic.Pointer[workerRuntime]) (stop func()) {
 	serving, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		select {
 		case <-term:
 			log.Load().Info("worker terminated before serving")
+			// A rollback closes the pipe and sends SIGTERM together, so
+			// this may run beside runWorker's own stop: stopApp runs the
+			// step once and waits for it either way.
+			if rt := started.Load(); rt != nil {
+				rt.stopApp(context.Background())
+			}
 			os.Exit(1)
 		case <-serving:
 		}

@@ -96,6 +96,14 @@ m_rollback() {
 		'go func() { for range s.events {} }(); return err'
 }
 
+mutant rollback-stop "a rollback runs the stop step of every worker whose App started" \
+	"SIGTERM before serving exits at once, cutting the stop step the EOF began" \
+	"TestRollbackRunsTheStopStepOfEveryWorkerWhoseStartReturned"
+m_rollback-stop() {
+	edit worker.go '	started.Store(rt)
+' ''
+}
+
 mutant sigterm "stop escalates: SIGTERM at the drain deadline" \
 	"no SIGTERM stage (straight to SIGKILL at the force deadline)" \
 	"TestTerminateAtDrainDeadlineStopsWorkerThatIgnoresEOF"
