@@ -209,10 +209,12 @@ func (r *lineReader) next() (message, error) {
 }
 
 // lineWriter writes protocol messages to one pipe; it is safe for
-// concurrent use.
+// concurrent use. trace, when set, is called with each message sent, in
+// the order the pipe carries them (-log-level debug).
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu    sync.Mutex
+	w     io.Writer
+	trace func(message)
 }
 
 // send writes m as one line. A line longer than the pipe's atomic size
@@ -228,7 +230,46 @@ func (w *lineWriter) send(m message) error {
 	if _, err := w.w.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("send %s: %w", m.Type, err)
 	}
+	if w.trace != nil {
+		w.trace(m)
+	}
 	return nil
+}
+
+// trace logs a protocol message sent to p or read from it, at debug
+// level, as the line it is on the pipe but for its secrets: the TLS
+// identity (its key) and the ticket keys are left out, and what was left
+// out is said instead. s.log names the generation. It
+// is how a reader follows a startup, a reload or a respawn message by
+// message (-log-level debug).
+func (s *Supervisor) trace(p *workerProc, dir string, m message) {
+	var secrets []string
+	if m.Config != nil && (m.Config.TLS != nil || m.Config.TicketKeys != nil) {
+		c := *m.Config
+		if c.TLS != nil {
+			c.TLS = nil
+			secrets = append(secrets, "tls identity")
+		}
+		if c.TicketKeys != nil {
+			c.TicketKeys = nil
+			secrets = append(secrets, fmt.Sprintf("%d ticket keys", len(m.Config.TicketKeys)))
+		}
+		m.Config = &c
+	}
+	if m.Keys != nil {
+		secrets = append(secrets, fmt.Sprintf("%d ticket keys", len(m.Keys)))
+		m.Keys = nil
+	}
+	b, _ := json.Marshal(m)
+	attrs := []any{"worker", p.index, "pid", p.pid, "line", string(b)}
+	if secrets != nil {
+		attrs = append(attrs, "left_out", strings.Join(secrets, ", "))
+	}
+	if dir == "sent" {
+		s.log.Debug("protocol sent", attrs...)
+	} else {
+		s.log.Debug("protocol read", attrs...)
+	}
 }
 
 // workerError names the worker that broke the barrier or the generation.

@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		return exitOK
 	}
 	if err == nil {
-		err = sink.setFormat(cfg.LogFormat) // checked with the flags
+		err = errors.Join(sink.setFormat(cfg.LogFormat), sink.setLevel(cfg.LogLevel)) // checked with the flags
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", programName(), err)

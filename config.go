@@ -45,6 +45,7 @@ type config struct {
 	StatusAddr    string
 	ShutdownDelay time.Duration
 	LogFormat     string // text or json, for the parent and every worker (logging.go)
+	LogLevel      string // info, or debug: the parent logs every protocol line too (logging.go)
 }
 
 // usageError is a configuration problem, named by its flag.
@@ -183,6 +184,7 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultHeal.Window, "the window -max-restarts counts losses in")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "recycle a worker after it answered this many requests, plus up to 10% jitter drawn per worker: its replacement starts first (-workers 2 or more); 0: never")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log lines as text (key=value) or json (one object a line, the same keys), from the parent and every worker")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "info, or debug: the parent also logs every protocol line it sends to a worker and reads from one (generation, worker, pid; TLS keys left out), to follow a startup, a reload or a respawn message by message")
 	fs.DurationVar(&cfg.WorkerTimeout, "worker-timeout", defaultWorkerTimeout, fmt.Sprintf("a worker whose requests in flight make no progress (none answered, nothing written) for this long, or that neither answers the parent's probe (the app's health check passing) nor runs, is hung: its goroutines' stacks go to the log (SIGQUIT), it is killed and respawned (-workers 2 or more); a request running this long is named in the log; at least %v, or 0: never", minWorkerTimeout))
 	fs.Var((*byteSize)(&cfg.MaxWorkerMemory), "max-worker-memory", fmt.Sprintf("recycle a worker whose resident memory exceeds this `size` (its replacement starts first), and give each worker a Go memory limit a tenth below it unless GOMEMLIMIT is set (-workers 2 or more); at least %s, or 0: never", sizeString(minWorkerMemory)))
 	fs.DurationVar(&cfg.MaxWorkerAge, "max-worker-age", 0, "recycle a worker after it served this long, plus up to 10% jitter drawn per worker (-workers 2 or more); 0: never")
@@ -214,6 +216,7 @@ func (cfg *config) validate() error {
 	checks := []func() error{
 		cfg.checkWorkers,
 		cfg.checkLogFormat,
+		cfg.checkLogLevel,
 		func() error { return checkAddr(cfg.Addr) },
 		cfg.checkDurations,
 		func() error {
@@ -247,6 +250,14 @@ func (cfg *config) validate() error {
 // faster, and past it its limits on processes and open files (ulimit -u,
 // -n, a container's pids.max) are what a start meets.
 const maxWorkers = 1024
+
+// checkLogLevel requires one of logLevels.
+func (cfg *config) checkLogLevel() error {
+	if !slices.Contains(logLevels, cfg.LogLevel) {
+		return bad("log-level", "%q: want info or debug", cfg.LogLevel)
+	}
+	return nil
+}
 
 // checkLogFormat requires one of logFormats.
 func (cfg *config) checkLogFormat() error {

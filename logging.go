@@ -16,20 +16,42 @@ import (
 	"sync/atomic"
 )
 
-// logFormats are -log-format's values.
-var logFormats = []string{"text", "json"}
+// logFormats are -log-format's values, logLevels -log-level's.
+var (
+	logFormats = []string{"text", "json"}
+	logLevels  = []string{"info", "debug"}
+)
 
-// logSink is the process's one log output and its format.
+// logSink is the process's one log output, its format and its level.
 type logSink struct {
-	w io.Writer
-	h atomic.Pointer[slog.Handler] // text until setFormat
+	w     io.Writer
+	h     atomic.Pointer[slog.Handler] // text until setFormat
+	level slog.LevelVar                // info until setLevel
 }
 
 func newLogSink(w io.Writer) *logSink {
 	s := &logSink{w: w}
-	var h slog.Handler = slog.NewTextHandler(w, nil)
+	var h slog.Handler = slog.NewTextHandler(w, s.options())
 	s.h.Store(&h)
 	return s
+}
+
+// options are the sink's handlers': its level, which setLevel changes
+// under every handler at once.
+func (s *logSink) options() *slog.HandlerOptions { return &slog.HandlerOptions{Level: &s.level} }
+
+// setLevel makes every logger of the sink write records of level and
+// above from now on: "info" or "debug" (logLevels).
+func (s *logSink) setLevel(level string) error {
+	switch level {
+	case "info":
+		s.level.Set(slog.LevelInfo)
+	case "debug":
+		s.level.Set(slog.LevelDebug)
+	default:
+		return fmt.Errorf("log level %q: want info or debug", level)
+	}
+	return nil
 }
 
 // logger returns a logger that writes through the sink.
@@ -40,9 +62,9 @@ func (s *logSink) setFormat(format string) error {
 	var h slog.Handler
 	switch format {
 	case "text":
-		h = slog.NewTextHandler(s.w, nil)
+		h = slog.NewTextHandler(s.w, s.options())
 	case "json":
-		h = slog.NewJSONHandler(s.w, nil)
+		h = slog.NewJSONHandler(s.w, s.options())
 	default:
 		return fmt.Errorf("log format %q: want text or json", format)
 	}

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,4 +120,78 @@ func TestRollbackLogsItsTerminationsAsPlanned(t *testing.T) {
 			t.Errorf("a rollback's log lacks %s:\n%s", want, logs)
 		}
 	}
+}
+
+// traceOrder checks that the logs trace, for pid, each of want in order:
+// a direction ("sent" or "read") and the message type it carried.
+func traceOrder(t *testing.T, logs string, pid int, want ...string) {
+	t.Helper()
+	at := 0
+	for i := 0; i < len(want); i += 2 {
+		re := regexp.MustCompile(fmt.Sprintf(`msg="protocol %s" generation=\d+ worker=\d+ pid=%d line="\{\\"type\\":\\"%s\\"`, want[i], pid, want[i+1]))
+		loc := re.FindStringIndex(logs[at:])
+		if loc == nil {
+			t.Errorf("no trace of %s %s for pid %d after the %s before it:\n%s", want[i], want[i+1], pid, strings.Join(want[:i], " "), logs)
+			return
+		}
+		at += loc[1]
+	}
+}
+
+func TestDebugLevelTracesTheProtocolMessageByMessage(t *testing.T) {
+	skipWithoutWorkers(t)
+	t.Run("a startup failure", func(t *testing.T) {
+		cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-dir", t.TempDir(), "-workers", "2", "-log-level", "debug")
+		cmd.Env = append(os.Environ(), mainEnv+"=1", faultEnv+"="+faultFail)
+		s := spawnServery(t, cmd)
+		if code := s.wait(30 * time.Second); code != 1 {
+			t.Fatalf("exit status %d with every worker failing; want 1:\n%s", code, s.logs())
+		}
+		pids := s.workerPIDs()
+		if len(pids) != 2 {
+			t.Fatalf("%d workers started; want 2:\n%s", len(pids), s.logs())
+		}
+		// The first to fail ends the start: the other may be rolled back
+		// before it says so.
+		failed := 0
+		for _, pid := range pids {
+			traceOrder(t, s.logs(), pid, "sent", "config")
+			if regexp.MustCompile(fmt.Sprintf(`msg="protocol read" generation=1 worker=\d pid=%d line="\{\\"type\\":\\"failed`, pid)).MatchString(s.logs()) {
+				traceOrder(t, s.logs(), pid, "sent", "config", "read", "failed")
+				failed++
+			}
+		}
+		if failed == 0 {
+			t.Errorf("no worker's failed message traced:\n%s", s.logs())
+		}
+		t.Logf("the trace (TOUR.md's overview runs this test with -v to show it):\n%s", s.logs())
+	})
+	t.Run("a respawn, over TLS", func(t *testing.T) {
+		s := startServery(t, "-dir", t.TempDir(), "-workers", "2", "-log-level", "debug", "-tls-self-signed")
+		old := s.workerPIDs()[0]
+		kill(old)
+		re := regexp.MustCompile(fmt.Sprintf(`msg="worker respawned" generation=1 worker=\d+ old_pid=%d new_pid=(\d+)`, old))
+		var m []string
+		for deadline := time.Now().Add(30 * time.Second); m == nil; time.Sleep(10 * time.Millisecond) {
+			if m = re.FindStringSubmatch(s.logs()); m == nil && time.Now().After(deadline) {
+				t.Fatalf("worker %d not respawned within 30s:\n%s", old, s.logs())
+			}
+		}
+		pid, _ := strconv.Atoi(m[1])
+		logs := s.logs()
+		traceOrder(t, logs, pid, "sent", "config", "read", "starting", "read", "prepared", "sent", "commit", "read", "ready")
+		if !regexp.MustCompile(fmt.Sprintf(`msg="protocol sent" generation=1 worker=\d+ pid=%d line=.*"type\\":\\"config.* left_out="tls identity, \d ticket keys"`, pid)).MatchString(logs) {
+			t.Errorf("the config's trace does not say what it left out:\n%s", logs)
+		}
+		for _, secret := range []string{"PRIVATE KEY", "key_pem", `ticket_keys\":[`, `keys\":[`} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("the trace holds %q: a secret logged", secret)
+			}
+		}
+		s.signal(syscall.SIGTERM)
+		if code := s.wait(20 * time.Second); code != 0 {
+			t.Errorf("exit status %d after SIGTERM; want 0", code)
+		}
+		t.Logf("the trace (TOUR.md's overview runs this test with -v to show it):\n%s", s.logs())
+	})
 }

@@ -53,6 +53,7 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 		"hang watch in direct mode":   {[]string{"-dir", dir, "-worker-timeout", "5s"}, "-worker-timeout: direct mode (-workers 1)"},
 		"memory bound in direct mode": {[]string{"-dir", dir, "-max-worker-memory", "1GiB"}, "-max-worker-memory: direct mode (-workers 1)"},
 		"log format":                  {[]string{"-dir", dir, "-log-format", "xml"}, `-log-format: "xml": want text or json`},
+		"log level":                   {[]string{"-dir", dir, "-log-level", "trace"}, `-log-level: "trace": want info or debug`},
 		"negative worker timeout":     {[]string{"-dir", dir, "-workers", "2", "-worker-timeout", "-1s"}, "-worker-timeout: must not be negative"},
 		"memory bound nonsense":       {[]string{"-dir", dir, "-workers", "2", "-max-worker-memory", "lots"}, "-max-worker-memory"},
 		"worker timeout of 3ns":       {[]string{"-dir", dir, "-addr", busy, "-workers", "2", "-worker-timeout", "3ns"}, "-worker-timeout: at least 1s, or 0 for never, got 3ns"},

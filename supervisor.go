@@ -860,6 +860,9 @@ func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*work
 	}
 	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, events: events,
 		out: &lineWriter{w: inW}, exited: make(chan struct{}), readerDone: make(chan struct{}), leftBehind: make(chan struct{})}
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		p.out.trace = func(m message) { s.trace(p, "sent", m) }
+	}
 	s.log.Info("worker started", "worker", index, "pid", p.pid)
 	s.counts.begin(p, index)
 	s.readers.Add(1)
@@ -908,8 +911,12 @@ func (s *Supervisor) read(p *workerProc) {
 	defer close(p.readerDone)
 	defer p.stdout.Close() // its only reader: nothing is read after this
 	lr := newLineReader(p.stdout)
+	trace := s.log.Enabled(context.Background(), slog.LevelDebug)
 	for {
 		m, err := lr.next()
+		if trace && err == nil {
+			s.trace(p, "read", m)
+		}
 		if err == io.EOF || errors.Is(err, os.ErrClosed) {
 			return // the exit event from reap ends the stream; a close is forget's or release's
 		}

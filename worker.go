@@ -679,7 +679,7 @@ func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App)
 	}
 	cfg, err := parseFlags(args, io.Discard, appFlags)
 	if err == nil {
-		err = sink.setFormat(cfg.LogFormat) // the parent's: the same command line
+		err = errors.Join(sink.setFormat(cfg.LogFormat), sink.setLevel(cfg.LogLevel)) // the parent's: the same command line
 	}
 	if err != nil {
 		return refuse(fmt.Sprintf("parse command line: %v", err))

@@ -96,6 +96,21 @@ m_rollback() {
 		'go func() { for range s.events {} }(); return err'
 }
 
+mutant trace-secrets "-log-level debug traces the protocol without its secrets" \
+	"the TLS identity's key is traced with its config" \
+	"TestDebugLevelTracesTheProtocolMessageByMessage"
+m_trace-secrets() {
+	edit barrier.go '			c.TLS = nil
+' ''
+}
+
+mutant trace-read "-log-level debug traces what the parent reads, message by message" \
+	"only what it sends is traced" \
+	"TestDebugLevelTracesTheProtocolMessageByMessage"
+m_trace-read() {
+	edit supervisor.go '			s.trace(p, "read", m)' '			_ = m'
+}
+
 mutant rollback-stop "a rollback runs the stop step of every worker whose App started" \
 	"SIGTERM before serving exits at once, cutting the stop step the EOF began" \
 	"TestRollbackRunsTheStopStepOfEveryWorkerWhoseStartReturned"
