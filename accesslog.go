@@ -32,8 +32,10 @@ func (srv *server) setAccessLog() error {
 	srv.http.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: rw, status: http.StatusOK}
+		// Deferred: a response a panic cut off (answerPanic) is logged
+		// too, with what it had sent.
+		defer func() { al.write(r, rec, time.Since(start)) }()
 		next.ServeHTTP(rec, r)
-		al.write(r, rec, time.Since(start))
 	})
 	return nil
 }

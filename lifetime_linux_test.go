@@ -89,11 +89,15 @@ func TestRefusedProcessRollsBackNamingTheLimit(t *testing.T) {
 	os.Mkdir(site, 0o755)
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-workers", "300", "-dir", site)
 	// The limit counts every task the user runs, threads included: root
-	// has none (it is never limited), so the test runs as nobody; any
-	// other user gets its count so far plus room for about ten workers.
+	// has none (it is never limited), so the test runs as a user of its
+	// own, a uid no account has and no other run of the suite shares
+	// (as nobody, two suites at once spent one budget, and a parent
+	// that could not start a thread aborted); any other user gets its
+	// count so far plus room for about ten workers.
 	limit := 150
 	if uid := os.Getuid(); uid == 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		own := uint32(3_000_000_000 + os.Getpid())
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: own, Gid: own}}
 	} else {
 		limit = userTasks(t, uid) + 50
 	}

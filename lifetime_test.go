@@ -71,7 +71,10 @@ func TestReplacedWorkersLeaveNothingInTheParent(t *testing.T) {
 	const recycles = 20
 	h.waitRecycled(8+recycles, 2*time.Minute)
 	fds, gs, listed, running := floor(4)
-	if fds > fds0+2 || gs > gs0+4 || listed > 3 || running > 3 {
+	// The slack is one recycle under way (its worker's pipes and pidfd,
+	// the listener's copy as it spawns: up to 6), which a busy box may
+	// keep going throughout a window; a leak of one a recycle is 20.
+	if fds > fds0+6 || gs > gs0+4 || listed > 3 || running > 3 {
 		t.Errorf("after %d more recycles the parent holds %d descriptors (%d before), %d goroutines (%d before) and lists %d workers; up to %d ran at once; want them flat, and at most 3 workers",
 			recycles, fds, fds0, gs, gs0, listed, running)
 	}

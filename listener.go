@@ -510,9 +510,20 @@ type streamWriter struct {
 	prog     *progressCounts
 	progress atomic.Int64
 	req      inflightReq
+	// committed: the header may have gone out (a Write, a Flush, a final
+	// WriteHeader), so a panic can no longer be answered 500.
+	committed bool
+}
+
+func (s *streamWriter) WriteHeader(code int) {
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		s.committed = true
+	}
+	s.ResponseWriter.WriteHeader(code)
 }
 
 func (s *streamWriter) Write(b []byte) (int, error) {
+	s.committed = true
 	var total int
 	for {
 		if err := s.arm(); err != nil {
@@ -537,6 +548,7 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 // bounded like a write, since it waits on flow control too, and clears the
 // deadline after.
 func (s *streamWriter) Flush() {
+	s.committed = true
 	f, ok := s.ResponseWriter.(http.Flusher)
 	if !ok {
 		return

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -55,6 +56,7 @@ const maxHeaderBytes = 16<<10 - 4096
 // handler belongs to the App, which releases it in its stop step.
 type server struct {
 	cfg      runtimeConfig
+	log      *slog.Logger
 	http     *http.Server
 	tls      *tls.Config                     // nil without TLS; not http.TLSConfig, which Serve may set
 	cert     atomic.Pointer[tls.Certificate] // what every handshake gets; a direct-mode reload swaps it
@@ -86,7 +88,7 @@ type server struct {
 // log and parses the TLS identity, so every error a worker can have before
 // serving shows up here, before it reports prepared.
 func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, error) {
-	srv := &server{cfg: cfg, serving: make(chan struct{}), limitReached: make(chan struct{})}
+	srv := &server{cfg: cfg, log: log, serving: make(chan struct{}), limitReached: make(chan struct{})}
 	srv.http = &http.Server{
 		Handler:           srv.streams(srv.bodies(srv.counting(h))),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
@@ -166,11 +168,58 @@ func (srv *server) counting(h http.Handler) http.Handler {
 		if srv.track {
 			q = srv.track1(w, r, c)
 		}
-		// Deferred, so a handler that panics (net/http recovers it) is
-		// answered as far as the counts and the drain know too.
+		// Deferred, so a handler that panics is answered as far as the
+		// counts and the drain know too, and answered 500 if it can be.
 		defer srv.answered(dw, q)
+		defer srv.answerPanic(w, r)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// answerPanic, deferred around a handler, answers a request whose
+// handler panicked: 500 if the handler had committed nothing yet, as
+// nginx answers for a failed upstream; if it had, the response is cut
+// off (http.ErrAbortHandler), since a status already sent cannot be
+// taken back. Either way one ERROR line says what and where, with the
+// stack in a field of its own. net/http would recover the panic too,
+// but close the connection without an answer, so the client saw an
+// empty reply and the access log nothing, and it logs the stack inside
+// the message. http.ErrAbortHandler itself passes through unlogged: it
+// is a handler's way to abort. Where servery did not wrap the writer
+// (HTTP/2 with neither a write timeout nor a probe) it cannot tell
+// whether the header went out, and cuts the response off.
+func (srv *server) answerPanic(w http.ResponseWriter, r *http.Request) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler {
+		panic(p)
+	}
+	srv.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if !uncommitted(w) {
+		panic(http.ErrAbortHandler)
+	}
+	h := w.Header()
+	clear(h) // what the handler set was for an answer it never gave
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if r.ProtoMajor == 1 {
+		h.Set("Connection", "close") // its body may be half read
+	}
+	w.WriteHeader(http.StatusInternalServerError)
+	io.WriteString(w, "500 Internal Server Error\n")
+}
+
+// uncommitted reports whether w is known to have sent no header yet.
+func uncommitted(w http.ResponseWriter) bool {
+	switch w := w.(type) {
+	case *drainWriter:
+		return !w.committed
+	case *streamWriter:
+		return !w.committed
+	}
+	return false
 }
 
 // track1 puts a request in the set of those in flight (progress.go),

@@ -96,6 +96,23 @@ m_rollback() {
 		'go func() { for range s.events {} }(); return err'
 }
 
+mutant panic-500 "a handler's panic is answered 500 (or cut off) and logged once, over HTTP/1.1 and HTTP/2" \
+	"net/http recovers it: an empty reply, the stack inside the message" \
+	"TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce"
+m_panic-500() {
+	edit worker.go '		defer srv.answerPanic(w, r)
+' ''
+}
+
+mutant panic-committed "a panic after the header went out cuts the response off, never appends a 500 to it" \
+	"the 500 is written whatever was sent" \
+	"TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce"
+m_panic-committed() {
+	edit worker.go '	if !uncommitted(w) {
+		panic(http.ErrAbortHandler)
+	}' ''
+}
+
 mutant trace-secrets "-log-level debug traces the protocol without its secrets" \
 	"the TLS identity's key is traced with its config" \
 	"TestDebugLevelTracesTheProtocolMessageByMessage"
