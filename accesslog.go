@@ -32,9 +32,19 @@ func (srv *server) setAccessLog() error {
 	srv.http.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: rw, status: http.StatusOK}
-		// Deferred: a response a panic cut off (answerPanic) is logged
-		// too, with what it had sent.
-		defer func() { al.write(r, rec, time.Since(start)) }()
+		defer func() {
+			// A response a panic cut off (answerPanic) is logged too: with
+			// the status it sent and the bytes it got out, or, if it sent
+			// nothing, nginx's 444 (closed without a response).
+			if p := recover(); p != nil {
+				if !rec.began {
+					rec.status = statusNoResponse
+				}
+				al.write(r, rec, time.Since(start))
+				panic(p)
+			}
+			al.write(r, rec, time.Since(start))
+		}()
 		next.ServeHTTP(rec, r)
 	})
 	return nil
@@ -70,14 +80,22 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	began  bool // the header may have gone out
 }
 
+// statusNoResponse is what the access log says of a request that got no
+// response at all, as nginx's 444 does.
+const statusNoResponse = 444
+
 func (r *statusRecorder) WriteHeader(code int) {
-	r.status = code
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		r.status, r.began = code, true
+	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.began = true
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)
 	return n, err
@@ -85,9 +103,27 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 
 // ReadFrom keeps the sendfile path of the writer underneath for large files.
 func (r *statusRecorder) ReadFrom(src io.Reader) (int64, error) {
+	r.began = true
 	n, err := io.Copy(r.ResponseWriter, src)
 	r.bytes += n
 	return n, err
+}
+
+// Flush and SetWriteDeadline reach the writer underneath, so the handler
+// and servery's own wrappers inside the access log (streams' HTTP/2
+// write deadlines) find them as they would without it.
+func (r *statusRecorder) Flush() {
+	r.began = true
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) SetWriteDeadline(t time.Time) error {
+	if d, ok := r.ResponseWriter.(writeDeadliner); ok {
+		return d.SetWriteDeadline(t)
+	}
+	return http.ErrNotSupported
 }
 
 // Unwrap lets http.ResponseController reach the connection underneath.

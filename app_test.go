@@ -235,8 +235,11 @@ func (p *probe) stop(ctx context.Context, h http.Handler) error {
 		select {} // ignores ctx: only the kill ends it
 	case "fail":
 		return errors.New("cannot flush the queue")
-	case "slow": // flushes for -slow, then succeeds
+	case "slow": // flushes for -slow, then succeeds, and says if it was told to hurry
 		time.Sleep(p.slow)
+		if ctx.Err() != nil {
+			p.mark(fmt.Sprintf("stop-hurried-%d", w.Index))
+		}
 	}
 	p.mark(fmt.Sprintf("stopped-%d", w.Index))
 	p.mark(fmt.Sprintf("stopped-gen-%d", w.Generation))
@@ -593,5 +596,9 @@ func TestRollbackRunsTheStopStepOfEveryWorkerWhoseStartReturned(t *testing.T) {
 	h.assertAllGone()
 	if _, ok := markTime(t, marks, "stopped-0"); !ok {
 		t.Errorf("worker 0's start returned, but the rollback did not run its stop step:\n%s", h.readLogs())
+	}
+	// The SIGTERM asks it to hurry, as at a stop's drain deadline.
+	if _, ok := markTime(t, marks, "stop-hurried-0"); !ok {
+		t.Errorf("worker 0's stop step ran with a context the rollback's SIGTERM did not end")
 	}
 }

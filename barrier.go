@@ -209,8 +209,9 @@ func (r *lineReader) next() (message, error) {
 }
 
 // lineWriter writes protocol messages to one pipe; it is safe for
-// concurrent use. trace, when set, is called with each message sent, in
-// the order the pipe carries them (-log-level debug).
+// concurrent use. trace, when set, is called with each message as it is
+// sent, in the order the pipe carries them (-log-level debug); a failed
+// write is then logged after it.
 type lineWriter struct {
 	mu    sync.Mutex
 	w     io.Writer
@@ -227,17 +228,19 @@ func (w *lineWriter) send(m message) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.trace != nil {
+		w.trace(m) // before the write, so it comes before the answer's line
+	}
 	if _, err := w.w.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("send %s: %w", m.Type, err)
-	}
-	if w.trace != nil {
-		w.trace(m)
 	}
 	return nil
 }
 
 // trace logs a protocol message sent to p or read from it, at debug
-// level, as the line it is on the pipe but for its secrets: the TLS
+// level, encoded as the pipe carries it (a line the reader could not
+// decode is logged by the barrier as malformed instead) but for its
+// secrets: the TLS
 // identity (its key) and the ticket keys are left out, and what was left
 // out is said instead. s.log names the generation. It
 // is how a reader follows a startup, a reload or a respawn message by

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -37,14 +38,22 @@ func TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h1 := func() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
+	h2 := func() *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	}
 	for _, tc := range []struct {
-		name   string
-		tls    bool
-		client *http.Client
+		name      string
+		proto     string
+		tls       bool
+		client    *http.Client
+		accessLog bool // the access log wraps every writer servery makes
 	}{
-		{"HTTP/1.1", false, &http.Client{Timeout: 10 * time.Second}},
-		{"HTTP/2", true, &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}},
+		{"HTTP/1.1", "HTTP/1.1", false, h1(), false},
+		{"HTTP/2", "HTTP/2", true, h2(), false},
+		{"HTTP/1.1 with an access log", "HTTP/1.1", false, h1(), true},
+		{"HTTP/2 with an access log", "HTTP/2", true, h2(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logPath := filepath.Join(t.TempDir(), "log")
@@ -58,6 +67,10 @@ func TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce(t *testing.T) {
 			if tc.tls {
 				cfg.TLS, scheme = id, "https"
 			}
+			accessPath := filepath.Join(t.TempDir(), "access.log")
+			if tc.accessLog {
+				cfg.AccessLog = accessPath
+			}
 			srv, err := newServer(cfg, panicking, slog.New(slog.NewTextHandler(logf, nil)))
 			if err != nil {
 				t.Fatal(err)
@@ -67,7 +80,7 @@ func TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			go srv.serve(ln)
-			t.Cleanup(func() { srv.drain(context.Background()) })
+			t.Cleanup(func() { srv.drain(context.Background()); srv.close() })
 			get := func(path string) (*http.Response, string, error) {
 				resp, err := tc.client.Get(scheme + "://" + ln.Addr().String() + path)
 				if err != nil {
@@ -88,8 +101,8 @@ func TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce(t *testing.T) {
 			if resp, _, err := get("/abort"); err == nil {
 				t.Errorf("http.ErrAbortHandler gave a whole response (%v); want it cut off", status(resp))
 			}
-			if resp, body, err := get("/"); err != nil || resp.StatusCode != 200 || body != "ok" || !strings.HasPrefix(resp.Proto, tc.name) {
-				t.Errorf("after the panics GET / = %v %q %v over %s; want 200 ok over %s", status(resp), body, err, proto(resp), tc.name)
+			if resp, body, err := get("/"); err != nil || resp.StatusCode != 200 || body != "ok" || !strings.HasPrefix(resp.Proto, tc.proto) {
+				t.Errorf("after the panics GET / = %v %q %v over %s; want 200 ok over %s", status(resp), body, err, proto(resp), tc.proto)
 			}
 			b, _ := os.ReadFile(logPath)
 			logs := string(b)
@@ -103,6 +116,18 @@ func TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce(t *testing.T) {
 			}
 			if strings.Contains(logs, "/abort") || strings.Contains(logs, "http: panic serving") {
 				t.Errorf("an abort was logged, or net/http logged a panic servery answered:\n%s", logs)
+			}
+			if !tc.accessLog {
+				return
+			}
+			srv.drain(context.Background()) // every line written
+			b, _ = os.ReadFile(accessPath)
+			// The cut response's line has the status it sent and what
+			// got out; the abort, which sent nothing, nginx's 444.
+			for _, want := range []string{`/early HTTP/\S+" 500 26 `, `/late HTTP/\S+" 200 17 `, `/abort HTTP/\S+" 444 0 `, `"GET / HTTP/\S+" 200 2 `} {
+				if !regexp.MustCompile(want).Match(b) {
+					t.Errorf("no access line matching %s:\n%s", want, b)
+				}
 			}
 		})
 	}

@@ -398,8 +398,18 @@ func runWorker(wio workerIO, app App) int {
 	// The worker's logger gains its index and generation with its config.
 	var logp atomic.Pointer[slog.Logger]
 	logp.Store(cmp.Or(wio.named, wio.log))
-	var started atomic.Pointer[workerRuntime] // once the App's start has returned
-	stopWatch := exitOnTermUntilServing(wio.term, &logp, &started)
+	// started is set once the App's start has returned; from then on a
+	// worker that leaves before serving runs the App's stop step first
+	// (stopBeforeServing), hurried by the SIGTERM that ends it.
+	var started atomic.Pointer[workerRuntime]
+	hurry, hurried := context.WithCancel(context.Background())
+	defer hurried()
+	stopEarly := func() {
+		if rt := started.Load(); rt != nil {
+			rt.stopBeforeServing(hurry)
+		}
+	}
+	stopWatch := exitOnTermUntilServing(wio.term, &logp, func() { hurried(); stopEarly() })
 	rt, err := prepare(in, out, wio, app, &logp, &started)
 	if errors.Is(err, errNoConfig) {
 		// The parent closed the pipe before it sent the config: it rolls
@@ -416,13 +426,18 @@ func runWorker(wio workerIO, app App) int {
 	log := rt.log
 	if err := out.send(message{Type: msgPrepared, PID: os.Getpid()}); err != nil {
 		log.Error("worker failed", "err", err)
+		rt.ln.Close()
+		stopEarly()
 		return 1
 	}
 	msgs := readAll(in)
 	if ok, err := awaitCommit(msgs); !ok {
-		// Never accepted anything: the parent rolled back or died.
+		// Never accepted anything: the parent rolled back or died. The
+		// listener goes first, so a stop step that outlives a dead
+		// parent holds no copy of the socket.
 		log.Info("worker cancelled before commit", "why", err)
-		rt.stopApp(context.Background())
+		rt.ln.Close()
+		stopEarly()
 		return 0
 	}
 	stopWatch()
@@ -544,8 +559,25 @@ func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomi
 // watcher's beside a rollback's, waits for the first and returns its
 // error.
 func (rt *workerRuntime) stopApp(ctx context.Context) error {
+	return rt.stopAppBy(ctx, time.Time{})
+}
+
+// stopBeforeServing runs the App's stop step of a worker that never
+// served: its context ends at the SIGTERM that follows a rollback's EOF
+// (hurry), or at -force-timeout from now, which also bounds the step
+// when no SIGTERM will come because the parent died.
+func (rt *workerRuntime) stopBeforeServing(hurry context.Context) {
+	deadline := time.Now().Add(rt.cfg.ForceTimeout)
+	ctx, cancel := context.WithDeadline(hurry, deadline)
+	defer cancel()
+	rt.stopAppBy(ctx, deadline)
+}
+
+// stopAppBy is stopApp, no longer waited for past deadline (zero: no
+// limit).
+func (rt *workerRuntime) stopAppBy(ctx context.Context, deadline time.Time) error {
 	rt.stopOnce.Do(func() {
-		rt.stopErr = stopApp(ctx, time.Time{}, rt.app, rt.h)
+		rt.stopErr = stopApp(ctx, deadline, rt.app, rt.h)
 		if rt.stopErr != nil {
 			rt.log.Error("app stop failed", "err", rt.stopErr)
 		}
@@ -576,12 +608,12 @@ func readAll(in *lineReader) <-chan message {
 // returned stop is called, wherever it is: building its runtime, reporting
 // prepared, or waiting for commit. Before it serves a worker has nothing
 // to drain, and a rollback should not wait on a slow prepare; but once
-// the App's start has returned (started is set), its stop step runs
-// first, so what the start took outside the process (a lock, a
-// registration) is given back as a rollback promises. stop returns
+// the App's start has returned, beforeExit runs its stop step first, so
+// what the start took outside the process (a lock, a registration) is
+// given back as a rollback promises. stop returns
 // only once the watch has ended, so the worker never starts serving while
 // it might still exit.
-func exitOnTermUntilServing(term <-chan os.Signal, log *atomic.Pointer[slog.Logger], started *atomic.Pointer[workerRuntime]) (stop func()) {
+func exitOnTermUntilServing(term <-chan os.Signal, log *atomic.Pointer[slog.Logger], beforeExit func()) (stop func()) {
 	serving, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -589,11 +621,9 @@ func exitOnTermUntilServing(term <-chan os.Signal, log *atomic.Pointer[slog.Logg
 		case <-term:
 			log.Load().Info("worker terminated before serving")
 			// A rollback closes the pipe and sends SIGTERM together, so
-			// this may run beside runWorker's own stop: stopApp runs the
-			// step once and waits for it either way.
-			if rt := started.Load(); rt != nil {
-				rt.stopApp(context.Background())
-			}
+			// this may run beside runWorker's own stop: the step runs
+			// once, and both wait for it.
+			beforeExit()
 			os.Exit(1)
 		case <-serving:
 		}

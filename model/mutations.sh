@@ -113,6 +113,30 @@ m_panic-committed() {
 	}' ''
 }
 
+mutant rollback-hurry "a rollback's SIGTERM ends the context of the stop step it runs" \
+	"the stop step before serving is never told to hurry" \
+	"TestRollbackRunsTheStopStepOfEveryWorkerWhoseStartReturned"
+m_rollback-hurry() {
+	edit worker.go 'func() { hurried(); stopEarly() }' 'func() { stopEarly() }'
+}
+
+mutant accesslog-h2 "with an access log, HTTP/2 keeps its write deadlines and its 500 for a panic" \
+	"the access log's writer hides the stream's SetWriteDeadline" \
+	"TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce"
+m_accesslog-h2() {
+	edit accesslog.go 'func (r *statusRecorder) SetWriteDeadline(t time.Time) error {' 'func (r *statusRecorder) SetWriteDeadlineOff(t time.Time) error {'
+}
+
+mutant accesslog-cut "the access log says 444 for a request a panic left with no response" \
+	"it says the 200 it assumed" \
+	"TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce"
+m_accesslog-cut() {
+	edit accesslog.go '				if !rec.began {
+					rec.status = statusNoResponse
+				}
+' ''
+}
+
 mutant trace-secrets "-log-level debug traces the protocol without its secrets" \
 	"the TLS identity's key is traced with its config" \
 	"TestDebugLevelTracesTheProtocolMessageByMessage"
