@@ -1195,7 +1195,7 @@ mutant json-workers "-log-format json holds for every worker's lines too" \
 	"workers log text whatever the flag" \
 	"TestJSONLogsAreOneObjectALineFromParentAndWorkers"
 m_json-workers() {
-	edit worker.go '		err = sink.setFormat(cfg.LogFormat) // the parent'"'"'s: the same command line' '		_ = cfg'
+	edit worker.go 'errors.Join(sink.setFormat(cfg.LogFormat), sink.setLevel(cfg.LogLevel)) // the parent' 'errors.Join(sink.setLevel(cfg.LogLevel)) // the parent'
 }
 
 mutant default-max-restarts "every flag's default is the one README's table and -help give" \
