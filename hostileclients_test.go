@@ -29,9 +29,12 @@ import (
 const (
 	hostileShort = 300 * time.Millisecond
 	hostileLong  = 10 * time.Second
-	// hostileWithin is how soon the good client must be served: a
-	// few short timeouts, far below a long one.
-	hostileWithin = 3 * time.Second
+	// hostileWithin is how soon the hostile connection must close and
+	// the good client be served: well below a long timeout, which is
+	// what a broken short one gives, with room for a busy box (a TLS
+	// pipelining non-reader, whose server must first fill megabytes of
+	// buffers under -race beside two CPU-bound loops, took over 3 s).
+	hostileWithin = 6 * time.Second
 )
 
 // hostileTransport is how a client reaches the server.
