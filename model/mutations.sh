@@ -416,6 +416,24 @@ m_ticket-promote() {
 	}' ''
 }
 
+mutant ticket-previous "a rotation keeps the previous ticket key, so a ticket issued before it still resumes" \
+	"a rotation drops every older key at once" \
+	"TestTicketKeyRotationKeepsThePreviousKeyThenDropsIt"
+m_ticket-previous() {
+	edit tls.go '	k.keys = append([][]byte{key}, k.keys[:min(len(k.keys), 1)]...)' '	k.keys = append([][]byte{key}, k.keys[:0]...)'
+}
+
+mutant ticket-every "a rotation reaches every worker" \
+	"a rotation reaches only the first worker" \
+	"TestTicketKeyRotationKeepsThePreviousKeyThenDropsIt"
+m_ticket-every() {
+	edit supervisor.go '	for _, p := range procs {
+		s.sendKeys(p, keys, deadline)
+	}' '	for _, p := range procs[:1] {
+		s.sendKeys(p, keys, deadline)
+	}'
+}
+
 mutant app-stop "an App's failed stop step is an unclean exit (exit 1)" \
 	"the workers' stop failures are left out of the generation's result" \
 	"TestAppStopFailureIsAnUncleanExit"
