@@ -7,7 +7,7 @@ package main
 // (spawn). The parent writes to a worker's protocol input, its "stdin" in
 // the design record (DESIGN, "Design record to code"): one config
 // message, then, once every worker is prepared, one commit, and after it
-// only rotated ticket keys and stats questions (the probe's, watch.go,
+// only rotated ticket keys and stats questions (the probe's, hang.go,
 // and the status listener's, status.go); closing it is the drain signal.
 // The worker writes to its protocol output: starting (its App's start
 // step runs), prepared, ready, failed (with a reason), recycle (once, at
@@ -117,7 +117,7 @@ type workerStats struct {
 	// answered plus writes on a request's behalf (progress.go). Stuck
 	// counts requests found running for longer than the worker timeout;
 	// Stalled is how long the worker has made no progress with requests
-	// in flight, which the parent's probe decides on (watch.go).
+	// in flight, which the parent's probe decides on (hang.go).
 	Progress int64         `json:"progress,omitempty"`
 	Stuck    int64         `json:"stuck,omitempty"`
 	Stalled  time.Duration `json:"stalled,omitempty"`

@@ -250,7 +250,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 		return exitFailure
 	}
 	svc := newService(ln, log, cfg.Workers, build)
-	svc.heal = cfg.heal()
+	svc.policy = cfg.policy()
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
 	svc.serving = func(n int) { fe.generation.Store(int64(n)); fe.served.Store(true) }

@@ -36,7 +36,7 @@ type config struct {
 	MaxRequests   int64
 	MaxWorkerAge  time.Duration
 	// A worker silent for WorkerTimeout is hung, and one whose memory
-	// exceeds MaxWorkerMemory bytes is recycled (watch.go); 0: never.
+	// exceeds MaxWorkerMemory bytes is recycled (memory.go); 0: never.
 	WorkerTimeout   time.Duration
 	MaxWorkerMemory int64
 	healSet         []string // those of these flags the command line gave
@@ -180,8 +180,8 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "serve HTTPS with this private key `file` (PEM; needs -tls-cert)")
 	fs.BoolVar(&cfg.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with one self-signed identity generated at start, shared by every worker")
 	fs.StringVar(&rt.AccessLog, "access-log", "", "log requests: - for stderr, or a file `path` (a file only with -workers 1)")
-	fs.IntVar(&cfg.MaxRestarts, "max-restarts", defaultHeal.MaxRestarts, "a lost worker is replaced in its slot; past this many losses within -restart-window servery gives up (exit 1). 0: the first loss ends the service. Not in direct mode (-workers 1), which has no worker to replace: its service manager restarts it")
-	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultHeal.Window, "the window -max-restarts counts losses in")
+	fs.IntVar(&cfg.MaxRestarts, "max-restarts", defaultPolicy.MaxRestarts, "a lost worker is replaced in its slot; past this many losses within -restart-window servery gives up (exit 1). 0: the first loss ends the service. Not in direct mode (-workers 1), which has no worker to replace: its service manager restarts it")
+	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultPolicy.Window, "the window -max-restarts counts losses in")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "recycle a worker after it answered this many requests, plus up to 10% jitter drawn per worker: its replacement starts first (-workers 2 or more); 0: never")
 	fs.StringVar(&cfg.LogFormat, "log-format", "text", "log lines as text (key=value) or json (one object a line, the same keys), from the parent and every worker")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "info, or debug: the parent also logs every protocol line it sends to a worker and reads from one (generation, worker, pid; TLS keys left out), to follow a startup, a reload or a respawn message by message; an App's debug lines appear too")
@@ -417,9 +417,9 @@ func (cfg *config) warnCache(appFlags *flag.FlagSet, log *slog.Logger) {
 	}
 }
 
-// heal returns the policy for a lost worker that the flags ask for.
-func (cfg *config) heal() healPolicy {
-	p := defaultHeal
+// policy returns the policy for a lost worker that the flags ask for.
+func (cfg *config) policy() healPolicy {
+	p := defaultPolicy
 	p.MaxRestarts, p.Window = cfg.MaxRestarts, cfg.RestartWindow
 	return p
 }

@@ -14,7 +14,7 @@ const clockTick = 10 * time.Millisecond
 // processCPU returns the CPU time process pid has used, user and system,
 // from /proc/PID/stat, and whether it could be read. The parent's probe
 // reads it for a worker that is late to answer, to tell a stopped one
-// from a busy one (watch.go).
+// from a busy one (hang.go).
 func processCPU(pid int) (time.Duration, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {

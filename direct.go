@@ -59,7 +59,7 @@ func newDirectRuntime(cfg *config, app App, ln net.Listener, log *slog.Logger) (
 
 // generation returns direct mode's generation n, which reports the
 // server's failure through lost while it serves. The ticket keys are the
-// server's, installed by serve.
+// server's, installed by promote.
 func (rt *directRuntime) generation(n int, _ [][]byte, r reports) generation {
 	d := &directGen{rt: rt, n: n, lost: r.lost, done: make(chan struct{})}
 	rt.countOnce.Do(func() {
@@ -79,7 +79,7 @@ type directGen struct {
 	app  *directApp   // what Start built
 	id   *tlsIdentity // a reload's identity, read again; nil: keep the one served
 
-	servedAt time.Time          // when serve swapped its handler in
+	servedAt time.Time          // when promote swapped its handler in
 	hurry    context.Context    // ends to skip the rest of the drain
 	cut      context.CancelFunc // ends hurry
 	stopOnce sync.Once
@@ -112,10 +112,10 @@ func (d *directGen) Start(ctx context.Context) error {
 	return nil
 }
 
-// serve swaps the new handler (and certificate) in: every request that
+// promote swaps the new handler (and certificate) in: every request that
 // begins from now on gets it. The first generation also starts the
 // server; its failure is the serving generation's loss.
-func (d *directGen) serve(seq uint64, keys [][]byte) error {
+func (d *directGen) promote(seq uint64, keys [][]byte) error {
 	rt := d.rt
 	d.servedAt = time.Now()
 	if d.id != nil {

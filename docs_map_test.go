@@ -275,13 +275,13 @@ func receiverName(e ast.Expr) string {
 // ownedTypes are the types whose every field DESIGN's "Who owns a
 // worker's state" gives an owner, with the file that declares each.
 var ownedTypes = map[string]string{
-	"workerProc":  "supervisor.go",
-	"Supervisor":  "supervisor.go",
-	"healing":     "heal.go",
-	"slotState":   "heal.go",
-	"life":        "lifecycle.go",
-	"startingGen": "lifecycle.go",
-	"Service":     "service.go",
+	"workerProc":   "supervisor.go",
+	"Supervisor":   "supervisor.go",
+	"servingSlots": "heal.go",
+	"slotState":    "heal.go",
+	"life":         "lifecycle.go",
+	"startingGen":  "lifecycle.go",
+	"Service":      "service.go",
 }
 
 // TestEveryFieldOfTheParentsStateHasAnOwner fails when a field is added
@@ -341,4 +341,72 @@ func isMutex(e ast.Expr) bool {
 	}
 	pkg, ok := sel.X.(*ast.Ident)
 	return ok && pkg.Name == "sync" && (sel.Sel.Name == "Mutex" || sel.Sel.Name == "RWMutex")
+}
+
+// TestEveryEventOfTheLoopIsInItsOneList fails when an event type of the
+// lifecycle loop (a type named ev...) is declared anywhere but in
+// lifecycle.go's one list, or has no case in run's switch: a reader
+// learns every way the loop can be told something from that list.
+func TestEveryEventOfTheLoopIsInItsOneList(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventName := regexp.MustCompile(`^ev[A-Z]`)
+	listed := map[string]bool{}
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				name := spec.(*ast.TypeSpec).Name.Name
+				if !eventName.MatchString(name) {
+					continue
+				}
+				if file != "lifecycle.go" || len(gen.Specs) < 2 {
+					t.Errorf("event %s is declared in %s, not in lifecycle.go's list", name, file)
+				}
+				listed[name] = true
+			}
+		}
+	}
+	if len(listed) < 16 {
+		t.Fatalf("found only %d event types; the scan is broken", len(listed))
+	}
+	handled := map[string]bool{}
+	f, err := parser.ParseFile(token.NewFileSet(), "lifecycle.go", nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		fn, ok := n.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "run" {
+			return true
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CaseClause); ok {
+				for _, e := range c.List {
+					if id, ok := e.(*ast.Ident); ok {
+						handled[id.Name] = true
+					}
+				}
+			}
+			return true
+		})
+		return false
+	})
+	for name := range listed {
+		if !handled[name] {
+			t.Errorf("event %s has no case in lifecycle.go's run", name)
+		}
+	}
 }

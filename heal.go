@@ -38,47 +38,20 @@ type healPolicy struct {
 	Steady     time.Duration
 }
 
-// defaultHeal is the policy servery runs with; DESIGN, "When a worker
+// defaultPolicy is the policy servery runs with; DESIGN, "When a worker
 // dies: the policy's reasons", gives the reasons for each figure.
-var defaultHeal = healPolicy{MaxRestarts: 5, Window: time.Minute,
+var defaultPolicy = healPolicy{MaxRestarts: 5, Window: time.Minute,
 	Backoff: 100 * time.Millisecond, BackoffCap: 30 * time.Second, Steady: 10 * time.Second}
 
-// The events of healing, which run handles like the others.
-type (
-	evRespawn struct { // a slot's backoff ended: respawn its worker now
-		gen  generation
-		slot int
-	}
-	evRecycle struct { // the worker pid in slot asks to be recycled
-		gen   generation
-		slot  int
-		pid   int
-		limit string // which: requests, age or memory
-		why   string
-		retry bool // the retry of a recycle that failed: its timer fired
-	}
-	evReplaced struct { // a replace returned
-		gen     generation
-		slot    int
-		recycle bool
-		r       replacement
-		err     error
-	}
-	evRetired struct { // a recycled worker has gone, its replacement serving since evReplaced
-		gen  generation
-		slot int
-	}
-)
-
-// healing is what run knows of the serving generation's slots.
-type healing struct {
+// servingSlots is what run knows of the serving generation's slots.
+type servingSlots struct {
 	gen       generation
 	began     time.Time       // when gen began to serve: its first workers' ready
 	ctx       context.Context // ends when gen stops serving: its replacements roll back
 	cancel    context.CancelFunc
-	slots     map[int]*slotState
-	recycling bool         // a recycle runs, or its old worker drains: one at a time, so at most N+1 workers live
-	queued    []recycleAsk // workers that asked to be recycled meanwhile, in order
+	byIndex   map[int]*slotState // by slot index
+	recycling bool               // a recycle runs, or its old worker drains: one at a time, so at most N+1 workers live
+	queued    []recycleAsk       // workers that asked to be recycled meanwhile, in order
 }
 
 // recycleAsk is a worker's request to be recycled, and the limit it
@@ -111,30 +84,30 @@ type slotState struct {
 	early int
 }
 
-func newHealing(gen generation) *healing {
-	h := &healing{gen: gen, began: time.Now(), slots: map[int]*slotState{}}
+func newServingSlots(gen generation) *servingSlots {
+	h := &servingSlots{gen: gen, began: time.Now(), byIndex: map[int]*slotState{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for i, pid := range gen.pids() {
-		h.slots[i] = &slotState{pid: pid, since: h.began}
+		h.byIndex[i] = &slotState{pid: pid, since: h.began}
 	}
 	return h
 }
 
 // slot returns the state of slot i.
-func (h *healing) slot(i int) *slotState {
-	s := h.slots[i]
+func (h *servingSlots) slot(i int) *slotState {
+	s := h.byIndex[i]
 	if s == nil {
 		s = &slotState{since: h.began}
-		h.slots[i] = s
+		h.byIndex[i] = s
 	}
 	return s
 }
 
 // end cancels every pending respawn and recycle, and rolls back those
 // running: the generation stops serving.
-func (h *healing) end() {
+func (h *servingSlots) end() {
 	h.cancel()
-	for _, s := range h.slots {
+	for _, s := range h.byIndex {
 		replaceTimer(&s.respawn, nil)
 		replaceTimer(&s.retry, nil)
 	}
@@ -154,7 +127,7 @@ func replaceTimer(at **time.Timer, t *time.Timer) {
 // policy that respawns.
 func (v *Service) heals(l *life, ev evLost) bool {
 	var we *workerError
-	return v.heal.MaxRestarts > 0 && l.heal != nil && ev.gen == l.heal.gen && errors.As(ev.err, &we)
+	return v.policy.MaxRestarts > 0 && l.slots != nil && ev.gen == l.slots.gen && errors.As(ev.err, &we)
 }
 
 // onWorkerLost answers the loss of a serving worker: once the end has
@@ -166,7 +139,7 @@ func (v *Service) heals(l *life, ev evLost) bool {
 func (v *Service) onWorkerLost(l *life, ev evLost) {
 	var we *workerError
 	errors.As(ev.err, &we)
-	s := l.heal.slot(we.Index)
+	s := l.slots.slot(we.Index)
 	switch {
 	case l.ending:
 		v.log.Info("worker lost as the service ends", "generation", ev.gen.number(), "worker", we.Index)
@@ -184,7 +157,7 @@ func (v *Service) onWorkerLost(l *life, ev evLost) {
 // lostNow respawns the worker of slot s just lost: a failure if it had
 // not served steadily.
 func (v *Service) lostNow(l *life, slot int, s *slotState) {
-	if time.Since(s.since) < v.heal.Steady {
+	if time.Since(s.since) < v.policy.Steady {
 		s.failures++
 	} else {
 		s.failures = 0
@@ -196,16 +169,16 @@ func (v *Service) lostNow(l *life, slot int, s *slotState) {
 // service's budget and, if it is spent, ends the service with one line
 // that says so, and reports true.
 func (v *Service) overBudget(l *life, now time.Time, err error) bool {
-	window := now.Add(-v.heal.Window)
+	window := now.Add(-v.policy.Window)
 	l.losses = slices.DeleteFunc(l.losses, func(t time.Time) bool { return t.Before(window) })
 	l.losses = append(l.losses, now)
-	if len(l.losses) <= v.heal.MaxRestarts {
+	if len(l.losses) <= v.policy.MaxRestarts {
 		return false
 	}
 	giveUp := fmt.Errorf("%w: %d workers lost within %v (-max-restarts %d); last: %w",
-		errGaveUp, len(l.losses), v.heal.Window, v.heal.MaxRestarts, err)
-	v.log.Error("giving up", "generation", l.heal.gen.number(), "lost", len(l.losses),
-		"within", v.heal.Window, "max_restarts", v.heal.MaxRestarts, "last", err)
+		errGaveUp, len(l.losses), v.policy.Window, v.policy.MaxRestarts, err)
+	v.log.Error("giving up", "generation", l.slots.gen.number(), "lost", len(l.losses),
+		"within", v.policy.Window, "max_restarts", v.policy.MaxRestarts, "last", err)
 	v.end(l, giveUp)
 	return true
 }
@@ -222,13 +195,13 @@ func (v *Service) respawnAfter(l *life, slot int, s *slotState) {
 	replaceTimer(&s.retry, nil)
 	s.recycleFailures = 0
 	delay := v.backoff(s.failures)
-	v.log.Info("worker respawning", "generation", l.heal.gen.number(), "worker", slot, "delay", delay, "failures", s.failures)
+	v.log.Info("worker respawning", "generation", l.slots.gen.number(), "worker", slot, "delay", delay, "failures", s.failures)
 	if delay == 0 {
 		replaceTimer(&s.respawn, nil)
 		v.respawn(l, slot)
 		return
 	}
-	gen := l.heal.gen
+	gen := l.slots.gen
 	replaceTimer(&s.respawn, time.AfterFunc(delay, func() { v.send(evRespawn{gen, slot}) }))
 }
 
@@ -240,9 +213,9 @@ func (v *Service) backoff(failures int) time.Duration {
 	if failures == 0 {
 		return 0
 	}
-	d := v.heal.BackoffCap
+	d := v.policy.BackoffCap
 	if failures <= 30 {
-		d = min(d, v.heal.Backoff<<(failures-1))
+		d = min(d, v.policy.Backoff<<(failures-1))
 	}
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
@@ -250,7 +223,7 @@ func (v *Service) backoff(failures int) time.Duration {
 // respawn runs the replacement of slot's lost worker, unless the
 // generation no longer serves.
 func (v *Service) respawn(l *life, slot int) {
-	h := l.heal
+	h := l.slots
 	if l.ending || h.ctx.Err() != nil {
 		return
 	}
@@ -259,7 +232,7 @@ func (v *Service) respawn(l *life, slot int) {
 
 // replaceIn runs gen.replace for slot in a goroutine, which reports
 // evReplaced.
-func (v *Service) replaceIn(h *healing, slot int, recycle bool) {
+func (v *Service) replaceIn(h *servingSlots, slot int, recycle bool) {
 	gen, ctx := h.gen, h.ctx
 	go func() {
 		r, err := gen.replace(ctx, slot, recycle)
@@ -270,8 +243,8 @@ func (v *Service) replaceIn(h *healing, slot int, recycle bool) {
 // onRespawn respawns a slot whose backoff ended, if its generation still
 // serves.
 func (v *Service) onRespawn(l *life, ev evRespawn) {
-	if l.heal != nil && ev.gen == l.heal.gen {
-		l.heal.slot(ev.slot).respawn = nil
+	if l.slots != nil && ev.gen == l.slots.gen {
+		l.slots.slot(ev.slot).respawn = nil
 		v.respawn(l, ev.slot)
 	}
 }
@@ -279,7 +252,7 @@ func (v *Service) onRespawn(l *life, ev evRespawn) {
 // onRecycle queues a worker's request to be recycled and begins the next
 // recycle, if none runs.
 func (v *Service) onRecycle(l *life, ev evRecycle) {
-	h := l.heal
+	h := l.slots
 	if h == nil || ev.gen != h.gen || l.ending {
 		return
 	}
@@ -307,7 +280,7 @@ func (v *Service) onRecycle(l *life, ev evRecycle) {
 // otherwise recycle it again and again, each new worker as soon as it
 // started. The first says so once, at WARN.
 func (v *Service) recycledEarly(l *life, ev evRecycle, s *slotState) bool {
-	if ev.limit != "memory" || time.Since(s.since) >= v.heal.Steady {
+	if ev.limit != "memory" || time.Since(s.since) >= v.policy.Steady {
 		s.early = 0
 		return false
 	}
@@ -328,7 +301,7 @@ func (v *Service) recycledEarly(l *life, ev evRecycle, s *slotState) bool {
 // waits while its slot is busy (it may come from the replacement about to
 // be installed there) and is dropped once its worker has left the slot.
 func (v *Service) nextRecycle(l *life) {
-	h := l.heal
+	h := l.slots
 	if h == nil || h.recycling || l.starting != nil || l.ending {
 		return
 	}
@@ -358,7 +331,7 @@ func (v *Service) nextRecycle(l *life) {
 // after the backoff, and so is a recycle, whose old worker serves on. A
 // replacement that was lost before run saw it ready is respawned now.
 func (v *Service) onReplaced(l *life, ev evReplaced) {
-	h := l.heal
+	h := l.slots
 	if h == nil || ev.gen != h.gen {
 		return // its generation no longer serves; its stop ended the replacement
 	}
@@ -383,7 +356,7 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 			}
 			l.stats.RecyclesBy[s.limit]++
 			s.recycleFailures = 0
-			if time.Since(s.since) >= v.heal.Steady {
+			if time.Since(s.since) >= v.policy.Steady {
 				// The recycled worker served steadily, and left at its
 				// limit, not lost: the slot's failures are behind it.
 				s.failures = 0
@@ -410,7 +383,7 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 // awaitRetired sends evRetired once the old worker of a recycle that
 // succeeded has gone, unless the generation stops serving first. Until
 // then the recycle still runs, so no other begins: at most N+1 live.
-func (v *Service) awaitRetired(h *healing, ev evReplaced) {
+func (v *Service) awaitRetired(h *servingSlots, ev evReplaced) {
 	gen, slot, r, ctx := ev.gen, ev.slot, ev.r, h.ctx
 	go func() {
 		select {
@@ -424,7 +397,7 @@ func (v *Service) awaitRetired(h *healing, ev evReplaced) {
 // onRetired ends a recycle: its old worker has gone (or been left
 // behind, stuck in the kernel). The next queued recycle may begin.
 func (v *Service) onRetired(l *life, ev evRetired) {
-	h := l.heal
+	h := l.slots
 	if h == nil || ev.gen != h.gen || l.ending {
 		return
 	}
@@ -443,7 +416,7 @@ func (v *Service) onRetired(l *life, ev evRetired) {
 // worker serves on and the recycle is tried again after a backoff of
 // its own, for as long as it fails; /status and the metrics count it.
 func (v *Service) replaceFailed(l *life, ev evReplaced, s *slotState, lost []int) {
-	h := l.heal
+	h := l.slots
 	if ev.recycle && !slices.Contains(lost, s.pid) {
 		s.recycleFailures++
 		l.stats.RecycleFailures++
@@ -491,8 +464,8 @@ func (v *Service) refusedRespawn(l *life, ev evReplaced, s *slotState) {
 
 // serving reports whether a slot other than except has its worker
 // serving: neither lost and waiting for its respawn, nor being replaced.
-func (h *healing) serving(except int) bool {
-	for i, s := range h.slots {
+func (h *servingSlots) serving(except int) bool {
+	for i, s := range h.byIndex {
 		if i != except && !s.busy {
 			return true
 		}

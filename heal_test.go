@@ -31,7 +31,7 @@ var testHeal = healPolicy{MaxRestarts: 5, Window: time.Minute,
 func newHealHarness(t *testing.T, workers int, faults map[int]string, policy healPolicy, edit ...func(*supervisorConfig)) *serviceHarness {
 	t.Helper()
 	h := newServiceHarness(t, workers, faults, edit...)
-	h.svc.heal = policy
+	h.svc.policy = policy
 	return h
 }
 
@@ -516,7 +516,7 @@ func TestLossesOutsideTheWindowAreForgiven(t *testing.T) {
 }
 
 func TestBackoffDoublesUpToItsCap(t *testing.T) {
-	v := &Service{heal: healPolicy{Backoff: 100 * time.Millisecond, BackoffCap: time.Second}}
+	v := &Service{policy: healPolicy{Backoff: 100 * time.Millisecond, BackoffCap: time.Second}}
 	for failures := range 70 {
 		nominal := time.Duration(0)
 		if failures > 0 {

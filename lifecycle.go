@@ -36,12 +36,12 @@ type generation interface {
 	// rolled back, leaving nothing behind, and returns why. Cancelling
 	// ctx rolls it back.
 	Start(ctx context.Context) error
-	// serve makes a ready generation the one that answers, with the
+	// promote makes a ready generation the one that answers, with the
 	// session ticket keys as they are now (nil without TLS; seq orders
 	// them, as for sendTicketKeys), unless it lost a worker since its
 	// Start returned: it then returns that loss, and nothing serves. It
 	// does not block.
-	serve(seq uint64, keys [][]byte) error
+	promote(seq uint64, keys [][]byte) error
 	// beginStop begins the stop of a generation whose Start succeeded,
 	// with cause as its reason (nil: asked for), and returns at once.
 	// From then on the generation reports no lost worker.
@@ -70,9 +70,9 @@ type generation interface {
 	askStats(deadline time.Time)
 }
 
-// The events run handles. A reply channel, where there is one, gets the
-// one answer its sender waits for; it is buffered, so run never blocks on
-// an answer.
+// The events run handles, every one of them: run's switch has a case for
+// each. A reply channel, where there is one, gets the one answer its
+// sender waits for; it is buffered, so run never blocks on an answer.
 type (
 	evStart struct { // Start: the first generation; ctx cancels its startup
 		ctx   context.Context
@@ -91,12 +91,38 @@ type (
 		gen generation
 		err error
 	}
-	evStop     struct{}                       // stop requested
-	evHurry    struct{}                       // second signal: skip the rest of every drain
-	evRotate   struct{ done chan struct{} }   // rotate the ticket keys; done, if any, closed after
-	evState    struct{ reply chan lifeState } // what run's state is, for tests and logs
-	evLeave    struct{}                       // a stop with a shutdown delay was asked for: not ready, serve on
-	evWatchdog struct{}                       // tell the service manager the loop still runs (WATCHDOG=1)
+	evStop     struct{}                            // stop requested
+	evHurry    struct{}                            // second signal: skip the rest of every drain
+	evRotate   struct{ done chan struct{} }        // rotate the ticket keys; done, if any, closed after
+	evState    struct{ reply chan lifeState }      // what run's state is, for tests and logs
+	evLeave    struct{}                            // a stop with a shutdown delay was asked for: not ready, serve on
+	evWatchdog struct{}                            // tell the service manager the loop still runs (WATCHDOG=1)
+	evStatus   struct{ reply chan statusSnapshot } // what happened so far, for the status listener (status.go, snapshot)
+
+	// Healing's (heal.go):
+	evRespawn struct { // a slot's backoff ended: respawn its worker now
+		gen  generation
+		slot int
+	}
+	evRecycle struct { // the worker pid in slot asks to be recycled
+		gen   generation
+		slot  int
+		pid   int
+		limit string // which: requests, age or memory
+		why   string
+		retry bool // the retry of a recycle that failed: its timer fired
+	}
+	evReplaced struct { // a replace returned
+		gen     generation
+		slot    int
+		recycle bool
+		r       replacement
+		err     error
+	}
+	evRetired struct { // a recycled worker has gone, its replacement serving since evReplaced
+		gen  generation
+		slot int
+	}
 )
 
 // lifeState is a snapshot of run's state: generation numbers, 0 for
@@ -123,7 +149,7 @@ type life struct {
 	queued   []chan error // reloads asked for while one ran or a generation retired
 	reload   bool         // one more reload is due (queued may hold only SIGHUP's nil)
 	keySeq   uint64
-	heal     *healing       // the serving generation's slots (heal.go)
+	slots    *servingSlots  // the serving generation's slots (heal.go)
 	losses   []time.Time    // workers lost within the policy's window, for its budget
 	leaving  bool           // a stop was asked for with a shutdown delay, which runs: not ready, serving on
 	stats    statusSnapshot // what happened so far, for the status listener (its counts only)
@@ -325,16 +351,16 @@ func (v *Service) promote(l *life, gen generation) error {
 	if v.keys != nil {
 		keys = v.keys.current()
 	}
-	if err := gen.serve(l.keySeq, keys); err != nil {
+	if err := gen.promote(l.keySeq, keys); err != nil {
 		return err
 	}
 	old := l.serving
 	l.serving = gen
 	v.serving(gen.number())
-	if l.heal != nil {
-		l.heal.end() // a reload cancels the respawns and recycles of the one it replaces
+	if l.slots != nil {
+		l.slots.end() // a reload cancels the respawns and recycles of the one it replaces
 	}
-	l.heal = newHealing(gen)
+	l.slots = newServingSlots(gen)
 	if old == nil {
 		v.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", v.workers))
 		if v.keys != nil {
@@ -373,18 +399,18 @@ func (v *Service) reloadFailed(l *life, n int, err error) {
 // one needs none. Under the fixed generation (-max-restarts 0), or in
 // direct mode, the service ends instead, with exit status 1. A loss in a
 // generation still starting fails that start when run sees it return:
-// the generation refuses to serve (Supervisor.serve).
+// the generation refuses its promotion (Supervisor.promote).
 func (v *Service) onLost(l *life, ev evLost) {
 	if ev.gen == l.serving || ev.gen == l.retiring {
 		l.stats.Lost++
 	}
 	switch {
 	case l.starting != nil && ev.gen == l.starting.gen:
-		// Lost before it served: its serve fails with this loss, and
+		// Lost before it served: its promote fails with this loss, and
 		// with it the start or the reload (started).
 	case v.heals(l, ev):
 		v.onWorkerLost(l, ev)
-	case ev.gen == l.retiring && v.heal.MaxRestarts > 0 && workerLoss(ev.err):
+	case ev.gen == l.retiring && v.policy.MaxRestarts > 0 && workerLoss(ev.err):
 		v.log.Warn("worker lost by the retiring generation: not replaced", "generation", ev.gen.number(), "err", ev.err)
 	case ev.gen == l.serving || ev.gen == l.retiring:
 		v.log.Error("serving worker lost: ending the service", "generation", ev.gen.number(), "err", ev.err)
@@ -433,8 +459,8 @@ func (v *Service) end(l *life, lost error) {
 	if l.starting != nil {
 		l.starting.cancel()
 	}
-	if l.heal != nil {
-		l.heal.end() // every backoff ends at once
+	if l.slots != nil {
+		l.slots.end() // every backoff ends at once
 	}
 	if l.serving != nil {
 		v.stop(l, l.serving, cause)

@@ -171,7 +171,7 @@ func TestAppStopFailureOfAReplacedGenerationFailsTheExit(t *testing.T) {
 
 func TestServingWorkerLostAsAPromotionSlipsInEndsTheService(t *testing.T) {
 	h := newServiceHarness(t, 2, nil)
-	h.svc.heal.MaxRestarts = 0 // the fixed generation
+	h.svc.policy.MaxRestarts = 0 // the fixed generation
 	var lostPID atomic.Int64
 	// Generation 1 loses a worker as generation 2 starts, and its report
 	// is held until generation 2 has been promoted: the loss happened
@@ -437,7 +437,7 @@ func TestWorkerLostAfterStartBeforePromotionFailsTheReload(t *testing.T) {
 	skipWithoutWorkers(t)
 	// The fixed generation: a serving worker's loss would end the service.
 	h := newServiceHarness(t, 2, nil)
-	h.svc.heal.MaxRestarts = 0
+	h.svc.policy.MaxRestarts = 0
 	// Generation 2's worker 0 breaks the protocol a second after its
 	// ready, once the whole generation is surely ready.
 	h.later = map[int]map[int]string{2: {0: faultBadAfterReady}}

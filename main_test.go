@@ -310,8 +310,11 @@ func (s *servery) kill() {
 		killGroup(pid)
 	}
 	assertNoRaceReports(s.t, s.stderr)
-	if s.t.Failed() {
+	switch {
+	case s.t.Failed():
 		s.t.Logf("servery logs:\n%s", s.logs())
+	case testing.Verbose(): // to read what happened
+		s.t.Logf("servery logs:\n%s", verboseTail([]byte(s.logs())))
 	}
 }
 

@@ -34,7 +34,7 @@ type tally struct {
 type slotTally struct {
 	gone     workerStats // the final counts of its workers that exited
 	lastExit string      // how its last worker exited, as cmd.Wait said
-	hangs    int64       // its workers found hung (watch.go)
+	hangs    int64       // its workers found hung (hang.go)
 }
 
 // liveCount is a counting worker's slot and its counters as last seen.

@@ -1,7 +1,7 @@
 package main
 
 // progress.go is what a worker knows of its own progress, which the
-// parent's hang rule (watch.go) decides on: a count that moves whenever
+// parent's hang rule (hang.go) decides on: a count that moves whenever
 // the serving path does, the requests in flight that wait on their
 // client or run on a connection they hijacked (those wait on no one in
 // the worker), and the requests in flight, each stamped with the

@@ -386,7 +386,7 @@ func TestWorkerOfARetiringGenerationIsNotLost(t *testing.T) {
 		c.DrainTimeout, c.ForceTimeout = 5*time.Second, 8*time.Second
 		c.Runtime.DrainTimeout = c.DrainTimeout
 	})
-	h.svc.heal.MaxRestarts = 0 // the fixed generation: a serving worker's loss ends it
+	h.svc.policy.MaxRestarts = 0 // the fixed generation: a serving worker's loss ends it
 	writeFile(t, h.dir, "big.bin", strings.Repeat("x", 32<<20))
 	if err := h.svc.Start(context.Background()); err != nil {
 		t.Fatal(err)

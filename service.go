@@ -27,7 +27,7 @@ type Service struct {
 	log     *slog.Logger
 	workers int
 	build   buildFunc
-	heal    healPolicy // what a lost worker means; set before Start
+	policy  healPolicy // what a lost worker means; set before Start
 	// Set before Start, not changed after:
 	notify  func(states ...string) // sd_notify; defaults to nothing
 	serving func(n int)            // told each generation that begins to serve; defaults to nothing
@@ -44,7 +44,7 @@ type Service struct {
 // with workers workers each, and starts run, which returns once the
 // service has ended: by Stop, or a Start that failed.
 func newService(ln net.Listener, log *slog.Logger, workers int, build buildFunc) *Service {
-	v := &Service{ln: ln, log: log, workers: workers, build: build, heal: defaultHeal, notify: func(...string) {}, counts: newTally(),
+	v := &Service{ln: ln, log: log, workers: workers, build: build, policy: defaultPolicy, notify: func(...string) {}, counts: newTally(),
 		serving: func(int) {}, inbox: make(chan any), done: make(chan struct{})}
 	go v.run()
 	return v
@@ -171,8 +171,7 @@ func workerGenerations(cfg supervisorConfig, ln net.Listener, log *slog.Logger, 
 		c := cfg
 		c.Generation = n
 		c.Runtime.TicketKeys = keys
-		gen := newSupervisor(c, ln, log)
-		gen.onLost, gen.onRecycle, gen.counts = r.lost, r.recycle, r.counts
+		gen := newSupervisor(c, ln, log, r)
 		if n > 1 {
 			gen.readTLS = readTLS
 		}

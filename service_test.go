@@ -345,7 +345,7 @@ func TestReadyIsNeverNotifiedAfterStopping(t *testing.T) {
 
 func TestServingWorkerLostAsAReloadBecomesReadyEndsTheService(t *testing.T) {
 	h := newServiceHarness(t, 2, nil)
-	h.svc.heal.MaxRestarts = 0 // the fixed generation
+	h.svc.policy.MaxRestarts = 0 // the fixed generation
 	var armed atomic.Bool
 	var lostPID int
 	// The serving generation loses a worker in the instant between the

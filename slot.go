@@ -66,7 +66,7 @@ func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (repla
 		s.abandon(p, committed)
 		return replacement{}, err
 	}
-	go s.watch(p.events, []*workerProc{p})
+	go s.follow(p.events, []*workerProc{p})
 	r := replacement{OldPID: old.pid, NewPID: p.pid}
 	if recycle {
 		s.retire(old, s.cfg.DrainTimeout)
@@ -154,7 +154,7 @@ func (s *Supervisor) abandon(p *workerProc, committed bool) {
 	p.gone = true
 	stopping := s.stopping
 	s.mu.Unlock()
-	go s.watch(p.events, []*workerProc{p}) // its exit, unless the barrier took it
+	go s.follow(p.events, []*workerProc{p}) // its exit, unless the barrier took it
 	if stopping {
 		return
 	}

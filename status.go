@@ -78,9 +78,6 @@ type workerView struct {
 	ReadySince time.Time // zero until it reported ready
 }
 
-// evStatus asks run for a statusSnapshot.
-type evStatus struct{ reply chan statusSnapshot }
-
 // snapshot is run's answer to evStatus.
 func (v *Service) snapshot(l *life) statusSnapshot {
 	s := l.stats
@@ -94,8 +91,8 @@ func (v *Service) snapshot(l *life) statusSnapshot {
 		s.Restarts[i] = n
 	}
 	s.RecycleFailing = map[int]int{}
-	if l.heal != nil {
-		for i, slot := range l.heal.slots {
+	if l.slots != nil {
+		for i, slot := range l.slots.byIndex {
 			if slot.recycleFailures > 0 {
 				s.RecycleFailing[i] = slot.recycleFailures
 			}

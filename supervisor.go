@@ -37,8 +37,8 @@ type supervisorConfig struct {
 	MaxRequests int64
 	MaxAge      time.Duration
 	// A worker that does not answer a probe within WorkerTimeout is hung
-	// (watch.go); one whose resident memory exceeds MaxMemory asks to be
-	// recycled. 0: never.
+	// (hang.go); one whose resident memory exceeds MaxMemory asks to be
+	// recycled (memory.go). 0: never.
 	WorkerTimeout time.Duration
 	MaxMemory     int64
 }
@@ -71,13 +71,11 @@ type Supervisor struct {
 	seam procSeam
 	// onLost is called with each worker lost after ready (a
 	// *workerError), if the generation's stop had not begun when it was
-	// seen. The Service sends it to its lifecycle loop (evLost). By
-	// default the generation stops itself: the design record's fixed
-	// generation (DESIGN, "Design record to code").
+	// seen. The Service sends it to its lifecycle loop (evLost), which
+	// decides what the loss means (lifecycle.go, onLost).
 	onLost func(error)
 	// onRecycle is called when the worker pid in slot asks to be
-	// recycled, with its reason, once the generation serves; by default
-	// nothing is done.
+	// recycled, with its reason, once the generation serves.
 	onRecycle func(slot, pid int, limit, why string)
 	// readTLS, when set, reads the TLS identity again before Start spawns
 	// anything: a reload serves a renewed certificate. nil: cfg's.
@@ -102,12 +100,12 @@ type Supervisor struct {
 	startDone chan struct{} // closed when Start returns; nil until it is called
 	stopping  bool
 	cause     error // why the generation stops: a failed start, a lost worker; nil if asked
-	// served: serve was called, and recycle requests go to onRecycle;
-	// until then they wait in early (a worker may reach its limit before
-	// its generation serves, even within its barrier).
-	served bool
-	early  []*workerProc
-	// lostUnserved is the first worker lost after Start and before serve,
+	// promoted: promote was called, and recycle requests go to
+	// onRecycle; until then they wait in early (a worker may reach its
+	// limit before its generation is promoted, even within its barrier).
+	promoted bool
+	early    []*workerProc
+	// lostUnserved is the first worker lost after Start and before promote,
 	// which then fails.
 	lostUnserved error
 
@@ -139,9 +137,9 @@ type Supervisor struct {
 	err       error         // how the generation ended; read after done
 }
 
-// newSupervisor returns a Supervisor for cfg that will serve ln. It starts
-// nothing.
-func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Supervisor {
+// newSupervisor returns a Supervisor for cfg that will serve ln and tell
+// r what befalls its ready workers. It starts nothing.
+func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger, r reports) *Supervisor {
 	s := &Supervisor{
 		cfg:    cfg,
 		ln:     ln,
@@ -151,11 +149,13 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger) *Sup
 		hurry:  make(chan struct{}),
 		done:   make(chan struct{}),
 		keys:   cfg.Runtime.TicketKeys,
+
+		onLost:    r.lost,
+		onRecycle: r.recycle,
+		counts:    r.counts,
 	}
 	s.seam.command = s.selfCommand
 	s.joins, s.cancelJoins = context.WithCancel(context.Background())
-	s.onLost = func(err error) { s.stopWith(fmt.Errorf("generation lost %w", err), cfg.DrainTimeout) }
-	s.onRecycle = func(int, int, string, string) {}
 	return s
 }
 
@@ -237,12 +237,12 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		s.log.Error("startup failed, rolling back", "err", err, "drain", drain)
 		s.rollback = true
 		s.stopWith(fmt.Errorf("start: %w", err), drain)
-		go s.watch(s.events, s.started()) // the barrier no longer reads events
+		go s.follow(s.events, s.started()) // the barrier no longer reads events
 		<-s.done
 		return s.err // the start error, and any survivor of the rollback
 	}
 	s.log.Info("generation ready", "workers", len(s.procs), "ready_in", since(s.startedAt))
-	go s.watch(s.events, s.started())
+	go s.follow(s.events, s.started())
 	return nil
 }
 
@@ -303,22 +303,22 @@ func (s *Supervisor) tlsAgain() error {
 	return nil
 }
 
-// serve hands over the ticket keys as they are now (workers accept from
-// their commit on) and passes on the recycle requests that came before.
-// It is the lifecycle loop's promotion of a ready generation
-// (generation.serve), called from the loop itself, so it blocks on
+// promote hands over the ticket keys as they are now (workers accept
+// from their commit on) and passes on the recycle requests that came
+// before. It is the lifecycle loop's promotion of a ready generation
+// (generation.promote), called from the loop itself, so it blocks on
 // nothing: what reports to the loop does so in a goroutine. A worker lost
 // since Start returned fails it instead, with that loss: the loop learns
 // of the loss only after it decided the promotion, and a generation that
 // never served must fail its reload, not end a fixed generation's
 // service (-max-restarts 0) as a serving worker's loss does.
-func (s *Supervisor) serve(seq uint64, keys [][]byte) error {
+func (s *Supervisor) promote(seq uint64, keys [][]byte) error {
 	s.mu.Lock()
 	if lost := s.lostUnserved; lost != nil {
 		s.mu.Unlock()
 		return lost
 	}
-	s.served = true
+	s.promoted = true
 	early := s.early
 	s.early = nil
 	s.mu.Unlock()
@@ -344,13 +344,13 @@ func (s *Supervisor) recycleAsked(p *workerProc, limit, why string) {
 		return
 	}
 	p.asked, p.recycleLimit, p.recycleWhy = true, limit, why
-	served := s.served
-	if !served {
+	promoted := s.promoted
+	if !promoted {
 		s.early = append(s.early, p)
 	}
 	s.mu.Unlock()
 	s.log.Info("worker asks to be recycled", "worker", p.index, "pid", p.pid, "reason", why)
-	if served {
+	if promoted {
 		s.onRecycle(p.index, p.pid, limit, why)
 	}
 }
@@ -481,23 +481,23 @@ func parentOnlyEnv(kv string) bool {
 	return false
 }
 
-// started returns the workers Start started, which Start's watch
+// started returns the workers Start started, which Start's follow
 // observes once they are ready (or rolls back). It is taken in Start's
-// goroutine, which owns their barrier state, before the watch begins. A
-// replacement has a watch of its own (slot.go).
+// goroutine, which owns their barrier state, before follow begins. A
+// replacement has a follow of its own (slot.go).
 func (s *Supervisor) started() []*workerProc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.procs)
 }
 
-// watch observes the events of procs, which arrive on events, until the
+// follow observes the events of procs, which arrive on events, until the
 // stream of each has ended with its exit, or the generation is done. It
 // lets go of each worker as its exit is seen (forget), or at once for one
 // whose exit the barrier took: a generation that replaces workers for
 // months holds a goroutine, a descriptor or a handle only for the workers
 // that still run.
-func (s *Supervisor) watch(events <-chan event, procs []*workerProc) {
+func (s *Supervisor) follow(events <-chan event, procs []*workerProc) {
 	running := 0
 	for _, p := range procs {
 		if p.ended {
@@ -570,7 +570,7 @@ func (s *Supervisor) observe(ev event) {
 	}
 	lost := &workerError{Index: p.index, PID: p.pid, Reason: reason, Err: ev.err}
 	p.gone = true
-	if !s.served && s.lostUnserved == nil {
+	if !s.promoted && s.lostUnserved == nil {
 		s.lostUnserved = lost
 	}
 	s.reporting.Add(1)
@@ -743,18 +743,18 @@ type workerProc struct {
 	exited     chan struct{} // closed once the process is reaped
 	status     error         // cmd.Wait's result; read after exited
 	readerDone chan struct{} // closed once its output is read to the end
-	ended      bool          // its exit event was taken: by the barrier, then by its watch
+	ended      bool          // its exit event was taken: by the barrier, then by its follow
 	// Under the Supervisor's mu:
 	gone         bool   // it left its slot: lost, replaced, or a replacement that failed
 	asked        bool   // it asked to be recycled
 	recycleWhy   string // why it asked
 	recycleLimit string // which limit it reached
-	hung         bool   // it did not answer a probe in time, and is being ended (watch.go)
+	hung         bool   // it did not answer a probe in time, and is being ended (hang.go)
 
 	// askedAt is when the oldest stats question it has not answered was
 	// asked, on monoNow's clock; 0: none pending.
 	askedAt atomic.Int64
-	silence silence // the probe's alone (watch.go)
+	silence silence // the probe's alone (hang.go)
 	// leftBehind is closed (leave) when the worker outlived its SIGKILL
 	// by unreapedGrace, stuck in the kernel: whatever waits for its exit
 	// to replace it (a respawn, the next recycle) goes on without it.

@@ -51,6 +51,15 @@ func testConfig(dir string, workers int) supervisorConfig {
 	}
 }
 
+// alone makes s a generation run on its own, with no Service above it,
+// as the design record's fixed generation is: a lost worker stops the
+// whole generation, and a request to be recycled is logged, not acted on.
+func alone(s *Supervisor) *Supervisor {
+	s.onLost = func(err error) { s.stopWith(fmt.Errorf("generation lost %w", err), s.cfg.DrainTimeout) }
+	s.onRecycle = func(int, int, string, string) {}
+	return s
+}
+
 // newHarness prepares (but does not start) a generation of workers; faults
 // maps a worker index to the fault it injects.
 func newHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*supervisorConfig)) *harness {
@@ -74,7 +83,7 @@ func newHarness(t *testing.T, workers int, faults map[int]string, edit ...func(*
 		t.Fatal(err)
 	}
 	h.addr = ln.Addr().String()
-	h.sup = newSupervisor(cfg, ln, slog.New(slog.NewTextHandler(logs, nil)))
+	h.sup = alone(newSupervisor(cfg, ln, slog.New(slog.NewTextHandler(logs, nil)), reports{}))
 	h.ln = ln
 	h.sup.seam.command = func(i int, args []string) (*exec.Cmd, error) {
 		return h.worker(i, args, faults[i]), nil
@@ -132,12 +141,24 @@ func (h *harness) cleanup() {
 		kill(pid)
 	}
 	assertNoRaceReports(h.t, h.logs.Name())
-	if h.t.Failed() {
-		b, _ := os.ReadFile(h.logs.Name())
+	switch b, _ := os.ReadFile(h.logs.Name()); {
+	case h.t.Failed():
 		h.t.Logf("logs:\n%s", b)
+	case testing.Verbose(): // to read what happened
+		h.t.Logf("logs:\n%s", verboseTail(b))
 	}
 	h.ln.Close()
 	h.logs.Close()
+}
+
+// verboseTail is a passing test's log as -v shows it: the last 64 KiB,
+// so a test that replaced thousands of workers does not print them all.
+func verboseTail(b []byte) []byte {
+	const most = 64 << 10
+	if len(b) <= most {
+		return b
+	}
+	return append([]byte(fmt.Sprintf("[%d bytes before]\n", len(b)-most)), b[len(b)-most:]...)
 }
 
 // assertNoRaceReports fails the test if the log at path, which child
@@ -766,7 +787,7 @@ func BenchmarkGenerationStartStop(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sup := newSupervisor(testConfig(dir, 4), ln, log)
+		sup := alone(newSupervisor(testConfig(dir, 4), ln, log, reports{}))
 		sup.seam.command = func(_ int, args []string) (*exec.Cmd, error) {
 			cmd := exec.Command(os.Args[0], args...)
 			cmd.Stderr = devNull // the workers' logs would interleave with the results

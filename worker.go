@@ -446,12 +446,12 @@ func runWorker(wio workerIO, app App) int {
 	if err := out.send(message{Type: msgReady}); err != nil {
 		log.Warn("report ready", "err", err)
 	}
-	drained := drainSignal(msgs, rt, out, log)
-	go rt.watchProgress(rt.cfg.WorkerTimeout, out, drained)
+	drainAsked := drainSignal(msgs, rt, out, log)
+	go rt.watchProgress(rt.cfg.WorkerTimeout, out, drainAsked)
 	if rt.cfg.RecycleRequests > 0 || rt.cfg.RecycleAge > 0 || rt.cfg.RecycleMemory > 0 {
-		go askToRecycle(rt, out, drained)
+		go askToRecycle(rt, out, drainAsked)
 	}
-	return serveUntilDrain(rt, out, drained, served, wio.term)
+	return serveUntilDrain(rt, out, drainAsked, served, wio.term)
 }
 
 // askToRecycle sends the parent one recycle message when the worker has
@@ -459,14 +459,14 @@ func runWorker(wio workerIO, app App) int {
 // first, and returns; or returns when the drain begins. The worker serves
 // on: the parent starts its replacement first and only then tells it to
 // drain, so the service never has fewer workers ready.
-func askToRecycle(rt *workerRuntime, out *lineWriter, drained <-chan struct{}) {
+func askToRecycle(rt *workerRuntime, out *lineWriter, drainAsked <-chan struct{}) {
 	var aged <-chan time.Time
 	if rt.cfg.RecycleAge > 0 {
 		t := time.NewTimer(rt.cfg.RecycleAge)
 		defer t.Stop()
 		aged = t.C
 	}
-	bloated := memoryOver(rt.cfg.RecycleMemory, drained)
+	bloated := memoryOver(rt.cfg.RecycleMemory, drainAsked)
 	var limit, why string
 	select {
 	case <-rt.srv.limitReached:
@@ -475,7 +475,7 @@ func askToRecycle(rt *workerRuntime, out *lineWriter, drained <-chan struct{}) {
 		limit, why = "age", fmt.Sprintf("served for %v (its -max-worker-age, with jitter)", rt.cfg.RecycleAge)
 	case rss := <-bloated:
 		limit, why = "memory", fmt.Sprintf("resident memory %d MiB, over its -max-worker-memory %d MiB", rss>>20, rt.cfg.RecycleMemory>>20)
-	case <-drained:
+	case <-drainAsked:
 		return
 	}
 	rt.log.Info("worker at its limit, asking to be recycled", "reason", why)
@@ -493,7 +493,7 @@ type workerRuntime struct {
 	srv *server
 	ln  net.Listener
 	log *slog.Logger
-	// checking: an App health check runs (answerStats, watch.go).
+	// checking: an App health check runs (answerStats, hang.go).
 	checking atomic.Bool
 	// stopOnce runs the App's stop step once (stopApp), whether the
 	// drain, a rollback or a SIGTERM before serving asks first.
@@ -658,7 +658,7 @@ func awaitCommit(msgs <-chan message) (bool, error) {
 // It reports the counters, and the stop step's failure, in a
 // done message and returns the exit status: 1 if the drain was cut or the
 // stop step failed.
-func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}, served <-chan error, term <-chan os.Signal) int {
+func serveUntilDrain(rt *workerRuntime, out *lineWriter, drainAsked <-chan struct{}, served <-chan error, term <-chan os.Signal) int {
 	hurry, cut := context.WithCancel(context.Background())
 	defer cut()
 	select {
@@ -667,7 +667,7 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}
 		return 1
 	case <-term:
 		cut()
-	case <-drained:
+	case <-drainAsked:
 	}
 	began := time.Now()
 	go func() {
@@ -706,7 +706,7 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drained <-chan struct{}
 // since stopping on it would let a confused parent cut requests short.
 //
 // The counters travel only when the parent asks, at its probe (every
-// quarter of -worker-timeout, watch.go) and at a scrape of its status
+// quarter of -worker-timeout, hang.go) and at a scrape of its status
 // listener, or with the worker's own stall report (progress.go): a
 // request costs the hot path nothing more than the atomic adds it
 // already makes.

@@ -6,16 +6,16 @@
  *
  * Source of truth: heal.go (onWorkerLost, overBudget, respawnAfter,
  * respawn, onRespawn, onRecycle, nextRecycle, onReplaced, replaceFailed,
- * healing.end), slot.go (Supervisor.replace, spawnInto, install, abandon,
+ * servingSlots.end), slot.go (Supervisor.replace, spawnInto, install, abandon,
  * retire), lifecycle.go (Service.run, onLost, end, stop, onStopped) and
- * supervisor.go (watch, observe, stopWith, stop, escalate, release). Each
+ * supervisor.go (follow, observe, stopWith, stop, escalate, release). Each
  * step carries a comment naming the Go function that performs it. Checked
  * by model/check.sh with spin, for N = 2 slots, in the configurations
  * listed there.
  *
  * The shape is reload.pml's: the Owner is the lifecycle loop (Service.run),
  * one process, and inbox is its channel, a rendezvous like Go's unbuffered
- * Service.inbox. Everything else (each worker's watch, each replacement,
+ * Service.inbox. Everything else (each worker's follow, each replacement,
  * each slot's timers, the generation's stop, the operator) is a process
  * that sends the Owner one event and goes on; the Owner handles one event
  * at a time, in one atomic step, as each on... method runs without
@@ -25,14 +25,14 @@
  *  - One generation only. It serves from the start (its Start, the barrier
  *    of N workers, is lifecycle.pml's), and no reload begins. "At most two
  *    generations live", a loss reported after a promotion, and a reload
- *    that cancels the old generation's respawns (promote: healing.end) are
+ *    that cancels the old generation's respawns (promote: servingSlots.end) are
  *    reload.pml's to check or the tests'.
  *  - A worker told to leave (its stdin closed by retire, escalate or
  *    release) exits at some later step, as lifecycle.pml shows the drain,
  *    SIGTERM and SIGKILL deadlines make it. So there are no signals, no
  *    survivors and no second signal (evHurry) here. A worker told to
  *    leave still counts as live until it exits. A worker the parent finds
- *    hung (watch.go) is a loss like a crash, reported with ok set (its
+ *    hung (hang.go) is a loss like a crash, reported with ok set (its
  *    kill named errHung): HANGS of them, which the Owner does not count
  *    against the budget (FIX H). One stuck in the kernel past its kill
  *    (leftBehind) is the tests'.
@@ -53,9 +53,9 @@
  *    worker may exit before or after its report is taken. Seeing an event
  *    later, as Go may, is to observe the same as making it later. While
  *    its recycle request is on its way to the Owner a worker does
- *    nothing; in Go it may die meanwhile, but its watch sees that only
+ *    nothing; in Go it may die meanwhile, but its follow sees that only
  *    after the request, as here. Start's workers share one monitor in Go,
- *    so their reports cannot overlap; here each worker has its own watch,
+ *    so their reports cannot overlap; here each worker has its own follow,
  *    which allows more orders.
  *  - Ticket keys (install's sendKeys) and the logs are not modelled.
  *
@@ -146,7 +146,7 @@ byte snap;              /* the workers the stop's escalate saw: ids below snap  
 /* ------------------------------------------ the Owner's state (life) */
 
 bool ending;            /* life.ending                                           */
-bool h_cancel;          /* healing.ctx cancelled (healing.end)                   */
+bool h_cancel;          /* servingSlots.ctx cancelled (servingSlots.end)                   */
 byte losses;            /* len(life.losses): within the window, all of them      */
 byte nstopping;         /* len(life.stopping)                                    */
 bool svc_done;          /* close(v.done)                                         */
@@ -157,8 +157,8 @@ byte lost[N];           /* slotState.lost, as the set of workers (pids) lost    
 byte known[N];          /* the slot's worker as the Owner knows it (FIX A2)      */
 bool t_respawn[N];      /* a respawn's backoff timer runs (slotState.timer)      */
 bool t_recycle[N];      /* a failed recycle's retry timer runs                   */
-bool recycling;         /* healing.recycling                                     */
-byte q[N];              /* healing.queued, in order                              */
+bool recycling;         /* servingSlots.recycling                                     */
+byte q[N];              /* servingSlots.queued, in order                              */
 byte nq;
 
 /* --------------------------------------------------------------- ghosts */
@@ -169,7 +169,7 @@ byte nrepl;             /* replace calls running                                
 byte failures;          /* the program's own failures seen: crashes, failed      */
                         /* replacements; not hang kills (property 6)             */
 
-#define CANCELLED      (h_cancel || g_stopping)   /* replace's ctx: healing.ctx, s.joins */
+#define CANCELLED      (h_cancel || g_stopping)   /* replace's ctx: servingSlots.ctx, s.joins */
 /* The worker exits (reap sends its exit event). What the model keeps of a
  * worker is cleared once it has exited, and nothing writes it after, so
  * runs that differ only in the past of exited workers meet again. */
@@ -429,7 +429,7 @@ end_timer:
 
 /* ============================================== the Owner: Service.run */
 
-/* Service.end: once; healing.end (cancel replacements, stop timers, drop
+/* Service.end: once; servingSlots.end (cancel replacements, stop timers, drop
  * the queue); stop the serving generation (beginStop: stopWith). Go
  * stops only each slot's latest timer (s.timer); one it overwrote fires
  * into a loop that has begun to end, and is ignored, as here. */

@@ -351,7 +351,7 @@ m_reload-stop() {
 	edit lifecycle.go '	if l.starting != nil {
 		l.starting.cancel()
 	}
-	if l.heal != nil {' '	if l.heal != nil {'
+	if l.slots != nil {' '	if l.slots != nil {'
 }
 
 mutant reload-drain "a retiring worker answers every connection it accepted" \
@@ -586,7 +586,7 @@ mutant budget "past -max-restarts losses within -restart-window servery gives up
 	"the budget is never spent" \
 	"TestCrashLoopBacksOffAndGivesUp"
 m_budget() {
-	edit heal.go '	if len(l.losses) <= v.heal.MaxRestarts {' '	if true {'
+	edit heal.go '	if len(l.losses) <= v.policy.MaxRestarts {' '	if true {'
 }
 
 mutant siblings "a replacement that fails to start never stops its siblings" \
@@ -614,11 +614,11 @@ mutant reload-heal "a reload cancels the old generation's respawns; the new one 
 	"promotion keeps the old generation's healing" \
 	"TestReloadCancelsThePendingRespawns"
 m_reload-heal() {
-	edit lifecycle.go '	if l.heal != nil {
-		l.heal.end() // a reload cancels the respawns and recycles of the one it replaces
+	edit lifecycle.go '	if l.slots != nil {
+		l.slots.end() // a reload cancels the respawns and recycles of the one it replaces
 	}
-	l.heal = newHealing(gen)' '	if l.heal == nil {
-		l.heal = newHealing(gen)
+	l.slots = newServingSlots(gen)' '	if l.slots == nil {
+		l.slots = newServingSlots(gen)
 	}'
 }
 
@@ -626,14 +626,14 @@ mutant heal-during-reload "a loss during a reload is healed in the serving gener
 	"a loss while a reload starts ends the service" \
 	"TestLossDuringAReloadIsHealedInTheServingGeneration"
 m_heal-during-reload() {
-	edit heal.go 'ev.gen == l.heal.gen && errors.As(ev.err, &we)' 'ev.gen == l.heal.gen && errors.As(ev.err, &we) && l.starting == nil'
+	edit heal.go 'ev.gen == l.slots.gen && errors.As(ev.err, &we)' 'ev.gen == l.slots.gen && errors.As(ev.err, &we) && l.starting == nil'
 }
 
 mutant fixed "-max-restarts 0 is the fixed generation: the first loss ends the service" \
 	"a loss is healed whatever the budget" \
 	"TestRealBinaryExitsOneWhenAWorkerIsLost TestLostWorkerIsNotified"
 m_fixed() {
-	edit heal.go 'return v.heal.MaxRestarts > 0 && l.heal != nil' 'return l.heal != nil'
+	edit heal.go 'return v.policy.MaxRestarts > 0 && l.slots != nil' 'return l.slots != nil'
 }
 
 mutant recycle-first "a recycle retires the old worker only once its replacement is ready" \
@@ -800,7 +800,7 @@ mutant recycle-reset "a recycle of a steady worker starts its slot's backoff ove
 	"a recycle keeps the slot's failures" \
 	"TestRecycleOfASteadyWorkerStartsTheBackoffOver"
 m_recycle-reset() {
-	edit heal.go '			if time.Since(s.since) >= v.heal.Steady {' '			if false {'
+	edit heal.go '			if time.Since(s.since) >= v.policy.Steady {' '			if false {'
 }
 
 mutant restart-window "losses older than -restart-window no longer count against the budget" \
@@ -814,7 +814,7 @@ mutant backoff-cap "the backoff doubles up to its cap (30 s)" \
 	"the backoff doubles without a cap" \
 	"TestBackoffDoublesUpToItsCap"
 m_backoff-cap() {
-	edit heal.go '		d = min(d, v.heal.Backoff<<(failures-1))' '		d = v.heal.Backoff << (failures - 1)'
+	edit heal.go '		d = min(d, v.policy.Backoff<<(failures-1))' '		d = v.policy.Backoff << (failures - 1)'
 }
 
 mutant recycle-failure "a failed recycle keeps the old worker serving and spends no budget" \
@@ -910,7 +910,7 @@ mutant direct-lost "direct mode's lost server ends the service, whichever genera
 	"a loss reported as the retiring generation's is dropped, as a worker's would be" \
 	"TestDirectServerLostAsAReloadPromotesEndsTheService"
 m_direct-lost() {
-	edit lifecycle.go '	case ev.gen == l.retiring && v.heal.MaxRestarts > 0 && workerLoss(ev.err):' '	case ev.gen == l.retiring && v.heal.MaxRestarts > 0:'
+	edit lifecycle.go '	case ev.gen == l.retiring && v.policy.MaxRestarts > 0 && workerLoss(ev.err):' '	case ev.gen == l.retiring && v.policy.MaxRestarts > 0:'
 }
 
 mutant status-one-step "status switches from one generation to the next in one step" \
@@ -1031,14 +1031,14 @@ mutant hang "a worker that does not answer the parent's probe within -worker-tim
 	"no worker is ever found hung for its silence" \
 	"TestWorkerWhoseHealthCheckHangsIsKilledWithItsStacksAndRespawned TestStoppedWorkerIsFoundHungAndRespawned"
 m_hang() {
-	edit watch.go '	s.hang(p, hangSilent, silent)' ''
+	edit hang.go '	s.hang(p, hangSilent, silent)' ''
 }
 
 mutant hang-progress "a worker whose requests make no progress for -worker-timeout is hung, though it answers every probe" \
 	"no worker is ever found hung for its stall" \
 	"TestDeadlockedHandlerIsFoundHungWithinTheTimeout TestHandlerSlowerThanTheWorkerTimeoutWithNothingElseMovingIsAHang"
 m_hang-progress() {
-	edit watch.go '	if t := s.cfg.WorkerTimeout; t > 0 && st.Stalled >= t && p.readyAt.Load() != 0 {' '	if t := s.cfg.WorkerTimeout; false && t > 0 && st.Stalled >= t && p.readyAt.Load() != 0 {'
+	edit hang.go '	if t := s.cfg.WorkerTimeout; t > 0 && st.Stalled >= t && p.readyAt.Load() != 0 {' '	if t := s.cfg.WorkerTimeout; false && t > 0 && st.Stalled >= t && p.readyAt.Load() != 0 {'
 }
 
 mutant hang-bytes "bytes written on a request's behalf are progress: a slow download, a stream, a hijacked connection are never a hang" \
@@ -1059,7 +1059,7 @@ mutant hang-paused "a parent paused with its workers (a VM, a frozen cgroup) fin
 	"questions pending across the pause are judged" \
 	"TestAPauseOfTheWholeServiceIsNoHang" 3
 m_hang-paused() {
-	edit watch.go '		late := time.Duration(now-last) > 2*interval' '		late := false && time.Duration(now-last) > 2*interval'
+	edit hang.go '		late := time.Duration(now-last) > 2*interval' '		late := false && time.Duration(now-last) > 2*interval'
 }
 
 mutant hang-waiting "a request blocked on its client (one that stops reading, a slow upload) is no stall of its worker" \
@@ -1080,7 +1080,7 @@ mutant hang-busy "a worker late to answer while its CPU is busy is not hung" \
 	"lateness alone is a hang" \
 	"TestWorkerBusyWithItsOwnRequestsIsNeverFoundHung"
 m_hang-busy() {
-	edit watch.go 'func busy(cpu, wall time.Duration) bool { return cpu > 0 && cpu*10 >= wall }' 'func busy(cpu, wall time.Duration) bool { return false }'
+	edit hang.go 'func busy(cpu, wall time.Duration) bool { return cpu > 0 && cpu*10 >= wall }' 'func busy(cpu, wall time.Duration) bool { return false }'
 }
 
 mutant stuck "one stuck request is named once and counted; its worker serves on" \
@@ -1108,7 +1108,7 @@ mutant unreaped "a hung worker that outlives its SIGKILL (uninterruptible sleep)
 	"the slot waits for its exit for ever" \
 	"TestHungWorkerThatOutlivesItsKillIsRespawnedBesideIt"
 m_unreaped() {
-	edit watch.go '		p.leave()' '		continue'
+	edit hang.go '		p.leave()' '		continue'
 }
 
 mutant monotonic "the probe measures ages on the monotonic clock" \
@@ -1143,14 +1143,14 @@ mutant memory-early "a worker over its memory bound as it starts is recycled aft
 	"it is recycled at once, every time" \
 	"TestWorkerOverItsMemoryBoundAsItStartsBacksOff"
 m_memory-early() {
-	edit heal.go '	if ev.limit != "memory" || time.Since(s.since) >= v.heal.Steady {' '	if true {'
+	edit heal.go '	if ev.limit != "memory" || time.Since(s.since) >= v.policy.Steady {' '	if true {'
 }
 
 mutant hang-health "a worker answers the probe only once its App's health check passed" \
 	"the answer does not wait for the health check" \
 	"TestWorkerWhoseHealthCheckHangsIsKilledWithItsStacksAndRespawned"
 m_hang-health() {
-	edit watch.go '	if rt.app.Health == nil {' '	if true {'
+	edit hang.go '	if rt.app.Health == nil {' '	if true {'
 }
 
 mutant hang-answered "an answered probe is no hang: healthy workers under load are never killed" \
@@ -1164,7 +1164,7 @@ mutant memory "a worker over -max-worker-memory is recycled" \
 	"memory is never read" \
 	"TestWorkerOverItsMemoryIsRecycled"
 m_memory() {
-	edit watch.go '			if rss := residentBytes(); rss > limit {' '			if rss := residentBytes(); false && rss > limit {'
+	edit memory.go '			if rss := residentBytes(); rss > limit {' '			if rss := residentBytes(); false && rss > limit {'
 }
 
 mutant timeout-floor "-worker-timeout below its floor (1s) is a usage error" \
@@ -1220,7 +1220,7 @@ mutant default-max-restarts "every flag's default is the one README's table and 
 	"-max-restarts defaults to 6" \
 	"TestEveryFlagsDefaultIsTheREADMEs"
 m_default-max-restarts() {
-	edit heal.go 'var defaultHeal = healPolicy{MaxRestarts: 5,' 'var defaultHeal = healPolicy{MaxRestarts: 6,'
+	edit heal.go 'var defaultPolicy = healPolicy{MaxRestarts: 5,' 'var defaultPolicy = healPolicy{MaxRestarts: 6,'
 }
 
 mutant default-drain "every flag's default is the one README's table and -help give" \
@@ -1248,14 +1248,14 @@ mutant gomemlimit-env "a GOMEMLIMIT the environment sets reaches every worker un
 	"-max-worker-memory's limit overrides it" \
 	"TestWorkersGetAMemoryLimitUnlessTheEnvironmentSetsOne"
 m_gomemlimit-env() {
-	edit watch.go '	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") != "" {' '	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") == "off" {'
+	edit memory.go '	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") != "" {' '	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") == "off" {'
 }
 
 mutant health-error "an App.Health that returns an error for -worker-timeout gets the worker found hung" \
 	"a failed check still answers the probe" \
 	"TestWorkerWhoseHealthCheckFailsIsFoundHungAndRespawned"
 m_health-error() {
-	edit watch.go '			rt.log.Warn("health check failed", "err", err)
+	edit hang.go '			rt.log.Warn("health check failed", "err", err)
 			return' '			rt.log.Warn("health check failed", "err", err)'
 }
 
@@ -1263,7 +1263,7 @@ mutant hung-grace "a hung worker gets 2 s after SIGQUIT before SIGKILL" \
 	"SIGKILL follows at once" \
 	"TestStoppedWorkerIsFoundHungAndRespawned"
 m_hung-grace() {
-	edit watch.go 'const hungGrace = 2 * time.Second' 'const hungGrace = 10 * time.Millisecond'
+	edit hang.go 'const hungGrace = 2 * time.Second' 'const hungGrace = 10 * time.Millisecond'
 }
 
 mutant watchdog-env "workers are never given WATCHDOG_USEC or WATCHDOG_PID" \

@@ -1,20 +1,19 @@
 package main
 
-// watch.go keeps an eye on workers that have not exited but gone bad: one
-// that stops making progress (a deadlocked handler, a hung NFS or FUSE
-// mount under -dir, a process stopped or stuck in the kernel) and one
-// whose memory grows. The parent probes every serving worker over its
-// pipe (-worker-timeout) and kills a hung one, with its goroutines'
-// stacks in the log first, so it is respawned as a lost worker is. A
-// worker watches its own memory (-max-worker-memory) and asks to be
-// recycled as at its other limits. The Supervisor's probe and the
-// worker's answer are both here, as methods of their types.
+// hang.go is the hang watch: it finds a worker that has not exited but
+// stopped making progress (a deadlocked handler, a hung NFS or FUSE mount
+// under -dir, a process stopped or stuck in the kernel). The parent
+// probes every serving worker over its pipe with the stats question
+// (-worker-timeout) and kills a hung one, with its goroutines' stacks in
+// the log first, so it is respawned as a lost worker is. The Supervisor's
+// probe and the worker's answer are both here, as methods of their types;
+// what a worker counts as progress is in progress.go. A worker whose
+// memory grows asks to be recycled instead (memory.go).
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 	"time"
 )
@@ -264,43 +263,4 @@ func (rt *workerRuntime) sendStats(out *lineWriter) {
 	if err := out.send(message{Type: msgStats, Stats: &st}); err != nil {
 		rt.log.Warn("report counters", "err", err)
 	}
-}
-
-// memoryLimit returns, for a worker whose memory is bounded, a Go soft
-// memory limit a tenth below the bound, so the collector works harder
-// before a recycle is needed, unless the environment already sets one.
-func memoryLimit(maxMemory int64) (string, bool) {
-	if maxMemory <= 0 || os.Getenv("GOMEMLIMIT") != "" {
-		return "", false
-	}
-	return fmt.Sprintf("GOMEMLIMIT=%dB", maxMemory-maxMemory/10), true
-}
-
-// memoryCheck is how often a worker with -max-worker-memory reads its
-// resident memory: one small file read a second.
-const memoryCheck = time.Second
-
-// memoryOver sends the worker's resident memory once it exceeds limit,
-// looking every memoryCheck until done closes; nil for no limit.
-func memoryOver(limit int64, done <-chan struct{}) <-chan int64 {
-	if limit <= 0 {
-		return nil
-	}
-	over := make(chan int64, 1)
-	go func() {
-		t := time.NewTicker(memoryCheck)
-		defer t.Stop()
-		for {
-			if rss := residentBytes(); rss > limit {
-				over <- rss
-				return
-			}
-			select {
-			case <-t.C:
-			case <-done:
-				return
-			}
-		}
-	}()
-	return over
 }
