@@ -1,35 +1,57 @@
 package main
 
+// accesslog.go is the access log: one line per request, in the combined
+// log format, or a JSON object with -log-format json. Where a line goes
+// is the process's to say: a worker hands its lines to the parent on a
+// pipe of their own (its fd 6), and the parent writes every worker's
+// lines, whole and once, to stderr or to the one file, which SIGUSR1
+// reopens for logrotate (output.go); direct mode writes its own the
+// same way.
+//
+// A request never waits on a write: its line goes into a buffer that a
+// goroutine writes out every accessFlush, or sooner once accessBatch
+// bytes wait. Past accessBufMax bytes waiting (the reader is stuck),
+// lines are dropped and counted, never left to block a handler.
+
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// setAccessLog wraps the handler with an access log when one is asked for:
-// "-" writes to stderr, a path appends to that file. A file is allowed
-// only in direct mode: N workers appending to one file would need a single
-// owner that servery does not have yet.
-func (srv *server) setAccessLog() error {
-	var w io.Writer
-	switch srv.cfg.AccessLog {
-	case "":
-		return nil
-	case "-":
-		w = os.Stderr
-	default:
-		f, err := os.OpenFile(srv.cfg.AccessLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
-			return fmt.Errorf("open access log: %w", err)
-		}
-		srv.logFile, w = f, f
+const (
+	accessFlush  = 50 * time.Millisecond
+	accessBatch  = 32 << 10
+	accessBufMax = 1 << 20
+	// maxAccessField caps each field a client chooses (the request line,
+	// Referer, User-Agent), so a line stays under 8 KiB.
+	maxAccessField = 2 << 10
+)
+
+// accessCutMark ends a field cut at maxAccessField.
+const accessCutMark = "[cut]"
+
+// setAccessLog wraps the handler with the access log when one is asked
+// for, writing to w: the parent's pipe in a worker, stderr or the file
+// in direct mode.
+func (srv *server) setAccessLog(w io.Writer) {
+	if srv.cfg.AccessLog == "" || w == nil {
+		return
 	}
-	al := &accessLog{w: w}
+	al := newAccessLog(w, srv.cfg.AccessLogJSON, srv.cfg.AccessLogSkip)
+	srv.access = al
 	next := srv.http.Handler
 	srv.http.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if al.skip[r.URL.Path] {
+			next.ServeHTTP(rw, r)
+			return
+		}
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: rw, status: http.StatusOK}
 		defer func() {
@@ -40,32 +62,154 @@ func (srv *server) setAccessLog() error {
 				if !rec.began {
 					rec.status = statusNoResponse
 				}
-				al.write(r, rec, time.Since(start))
+				al.log(r, rec, start)
 				panic(p)
 			}
-			al.write(r, rec, time.Since(start))
+			al.log(r, rec, start)
 		}()
 		next.ServeHTTP(rec, r)
 	})
-	return nil
 }
 
-// accessLog writes one line per request in the combined log format, with
-// the duration appended. Lines are written whole under a lock so they
-// never interleave.
+// accessLog buffers the lines of requests and writes them out.
 type accessLog struct {
-	mu sync.Mutex
-	w  io.Writer
+	w    io.Writer
+	json bool
+	skip map[string]bool
+
+	mu      sync.Mutex
+	buf     []byte // lines waiting
+	spare   []byte // the other buffer, which the writer swaps in
+	closed  bool
+	dropped atomic.Int64 // lines dropped: accessBufMax bytes were waiting
+
+	kick chan struct{} // accessBatch bytes wait
+	stop chan struct{} // close: write what waits and end
+	done chan struct{} // the writer has ended
 }
 
-func (l *accessLog) write(r *http.Request, rec *statusRecorder, took time.Duration) {
-	line := fmt.Sprintf("%s - - [%s] %q %d %d %q %q %dus\n",
-		r.RemoteAddr, time.Now().Format("02/Jan/2006:15:04:05 -0700"),
-		r.Method+" "+r.RequestURI+" "+r.Proto, rec.status, rec.bytes,
-		orDash(r.Referer()), orDash(r.UserAgent()), took.Microseconds())
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	io.WriteString(l.w, line)
+func newAccessLog(w io.Writer, asJSON bool, skip []string) *accessLog {
+	al := &accessLog{w: w, json: asJSON, skip: map[string]bool{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	for _, p := range skip {
+		al.skip[p] = true
+	}
+	go al.writer()
+	return al
+}
+
+// log adds the request's line.
+func (al *accessLog) log(r *http.Request, rec *statusRecorder, start time.Time) {
+	now := time.Now()
+	var line []byte
+	if al.json {
+		line = jsonAccessLine(r, rec, now, now.Sub(start))
+	} else {
+		line = combinedLine(r, rec, now, now.Sub(start))
+	}
+	al.mu.Lock()
+	if al.closed || len(al.buf)+len(line) > accessBufMax {
+		al.mu.Unlock()
+		al.dropped.Add(1)
+		return
+	}
+	al.buf = append(al.buf, line...)
+	full := len(al.buf) >= accessBatch
+	al.mu.Unlock()
+	if full {
+		select {
+		case al.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writer writes what waits every accessFlush, at a kick, and once more
+// at close.
+func (al *accessLog) writer() {
+	defer close(al.done)
+	t := time.NewTicker(accessFlush)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-al.kick:
+		case <-al.stop:
+			al.flush()
+			return
+		}
+		al.flush()
+	}
+}
+
+// flush writes the lines waiting, in one write.
+func (al *accessLog) flush() {
+	al.mu.Lock()
+	b := al.buf
+	al.buf = al.spare[:0]
+	al.mu.Unlock()
+	if len(b) > 0 {
+		al.w.Write(b)
+	}
+	al.mu.Lock()
+	al.spare = b[:0]
+	al.mu.Unlock()
+}
+
+// close writes the lines still waiting and ends the writer; lines logged
+// after it are dropped. It returns how many lines were dropped in all.
+func (al *accessLog) close() int64 {
+	al.mu.Lock()
+	already := al.closed
+	al.closed = true
+	al.mu.Unlock()
+	if !already {
+		close(al.stop)
+	}
+	<-al.done
+	return al.dropped.Load()
+}
+
+// combinedLine is the combined log format, with the duration appended.
+func combinedLine(r *http.Request, rec *statusRecorder, now time.Time, took time.Duration) []byte {
+	return fmt.Appendf(nil, "%s - - [%s] %q %d %d %q %q %dus\n",
+		r.RemoteAddr, now.Format("02/Jan/2006:15:04:05 -0700"),
+		capField(r.Method+" "+r.RequestURI+" "+r.Proto), rec.status, rec.bytes,
+		capField(orDash(r.Referer())), capField(orDash(r.UserAgent())), took.Microseconds())
+}
+
+// accessRecord is a JSON access line: the keys of a log record (time,
+// level, msg), then the request's.
+type accessRecord struct {
+	Time       string `json:"time"`
+	Level      string `json:"level"`
+	Msg        string `json:"msg"`
+	Remote     string `json:"remote"`
+	Method     string `json:"method"`
+	URI        string `json:"uri"`
+	Proto      string `json:"proto"`
+	Status     int    `json:"status"`
+	Bytes      int64  `json:"bytes"`
+	Referer    string `json:"referer"`
+	UserAgent  string `json:"user_agent"`
+	DurationUS int64  `json:"duration_us"`
+}
+
+func jsonAccessLine(r *http.Request, rec *statusRecorder, now time.Time, took time.Duration) []byte {
+	b, _ := json.Marshal(accessRecord{Time: now.Format(time.RFC3339Nano), Level: "INFO", Msg: "access",
+		Remote: r.RemoteAddr, Method: capField(r.Method), URI: capField(r.RequestURI), Proto: r.Proto,
+		Status: rec.status, Bytes: rec.bytes, Referer: capField(r.Referer()), UserAgent: capField(r.UserAgent()),
+		DurationUS: took.Microseconds()})
+	return append(b, '\n')
+}
+
+// capField cuts a field a client chose at maxAccessField bytes, with a
+// mark.
+func capField(s string) string {
+	if len(s) <= maxAccessField {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxAccessField], "") + accessCutMark
 }
 
 func orDash(s string) string {
@@ -73,6 +217,51 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// accessFile is the access log file, which reopen opens again at its
+// path: after logrotate moved it, new lines go to a new file, and no line
+// is split or lost between the two.
+type accessFile struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+}
+
+func openAccessFile(path string) (*accessFile, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open access log: %w", err)
+	}
+	return &accessFile{path: path, f: f}, nil
+}
+
+// Write writes b, whole lines, to the file open now.
+func (a *accessFile) Write(b []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.f.Write(b)
+}
+
+// reopen opens the file at its path again and closes the one it
+// replaces; if the open fails, the old file stays in use.
+func (a *accessFile) reopen() error {
+	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("reopen access log: %w", err)
+	}
+	a.mu.Lock()
+	old := a.f
+	a.f = f
+	a.mu.Unlock()
+	return old.Close()
+}
+
+// Close closes the file.
+func (a *accessFile) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.f.Close()
 }
 
 // statusRecorder remembers the status and body size for the log line.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,6 +168,8 @@ func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		defer h.p.mark(fmt.Sprintf("slow-done-gen-%d", h.w.Generation))
 	case "/deadlock":
 		h.p.deadlock.Lock() // never unlocked
+	case "/panic": // a handler's bug
+		panic("probe panic")
 	case "/spin": // computes for 20 ms, as a CPU-bound handler does
 		for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
 		}
@@ -434,12 +437,11 @@ func TestProgramPrintsGoToTheLogNotTheProtocol(t *testing.T) {
 			t.Fatalf("GET /x%d: %d, %v", i, code, err)
 		}
 	}
-	logs := s.logs()
+	// The parent writes a worker's prints as they come (output.go).
 	for _, want := range []string{"starting worker 0", "starting worker 1", "got request /x0", "got request /x19"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("the log lacks the program's print %q", want)
-		}
+		waitLog(t, s, `msg="worker output" generation=1 worker=\d pid=\d+ stream=stdout line="`+regexp.QuoteMeta(want)+`"`)
 	}
+	logs := s.logs()
 	if strings.Contains(logs, "worker lost") || strings.Contains(logs, "malformed") {
 		t.Errorf("a print cost a worker its life")
 	}

@@ -121,6 +121,9 @@ type workerStats struct {
 	Progress int64         `json:"progress,omitempty"`
 	Stuck    int64         `json:"stuck,omitempty"`
 	Stalled  time.Duration `json:"stalled,omitempty"`
+	// Requests counts answered requests by status class and duration
+	// (reqmetrics.go).
+	Requests requestStats `json:"requests"`
 }
 
 // decodeMessage parses one protocol line and checks that it is complete.

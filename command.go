@@ -52,6 +52,7 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	sink := newLogSink(stderr)
 	log := sink.logger()
 	fe := newFrontEnd(log)
+	fe.sink = sink
 	// First, so that no SIGHUP from now on ends the process.
 	fe.reloads = watchHangups(fe)
 	cfg, err := parseConfig(args, stdout, appFlags, app.Check)
@@ -89,6 +90,7 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	}
 	fe.delay = cfg.ShutdownDelay
 	watchSignals(fe)
+	watchReopens(fe)
 	fe.n = newNotifier(log)
 	return runService(cfg, app, ln, fe)
 }
@@ -110,7 +112,11 @@ type frontEnd struct {
 	reloads  *reloader // SIGHUPs, coalesced
 	n        *notifier // sd_notify
 	log      *slog.Logger
-	statusLn net.Listener // -status-addr's, bound by run; nil: off
+	sink     *logSink // log's output, which the workers' lines share (output.go)
+	// accessFile is the access log when it is a file, which SIGUSR1
+	// reopens; nil otherwise.
+	accessFile *accessFile
+	statusLn   net.Listener // -status-addr's, bound by run; nil: off
 	// The shutdown delay (-shutdown-delay): delaying is true from the
 	// stop request until the delay is over or skipped, and whichever of
 	// the two sets it false first decides; skip is closed by a second
@@ -236,6 +242,40 @@ func watchSignals(fe *frontEnd) {
 	}()
 }
 
+// openAccessLog returns where the access log goes, which the parent
+// writes for every worker (output.go) and direct mode for itself: the
+// log's own output for "-", or the file at path, which SIGUSR1 reopens
+// from then on; nil for none.
+func (fe *frontEnd) openAccessLog(path string) (io.Writer, error) {
+	switch path {
+	case "":
+		return nil, nil
+	case "-":
+		return fe.sink.w, nil
+	}
+	f, err := openAccessFile(path)
+	if err != nil {
+		return nil, err
+	}
+	fe.accessFile = f
+	return f, nil
+}
+
+// reopenLogs opens the access log file again at its path, after
+// logrotate moved it (SIGUSR1). What was written before went to the old
+// file, whole; what is written after goes to the new one.
+func (fe *frontEnd) reopenLogs() {
+	if fe.accessFile == nil {
+		fe.log.Info("reopen asked: no log file to reopen", "signal", "SIGUSR1")
+		return
+	}
+	if err := fe.accessFile.reopen(); err != nil {
+		fe.log.Error("cannot reopen the access log: still writing the old file", "path", fe.accessFile.path, "err", err)
+		return
+	}
+	fe.log.Info("access log reopened", "path", fe.accessFile.path)
+}
+
 // runService runs the service's generations until a stop is requested
 // or a serving worker is lost, then stops them, and returns the exit
 // status. With -workers 1 a generation is direct mode's in-process
@@ -243,7 +283,21 @@ func watchSignals(fe *frontEnd) {
 // alike (lifecycle.go).
 func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	log := fe.log
-	build, err := generations(cfg, app, ln, log)
+	access, err := fe.openAccessLog(cfg.Runtime.AccessLog)
+	if err != nil {
+		ln.Close()
+		log.Error("cannot build runtime", "generation", 1, "err", err)
+		return exitFailure
+	}
+	if fe.accessFile != nil {
+		defer fe.accessFile.Close()
+	}
+	var out *workerOutput
+	if cfg.Workers > 1 {
+		out = newWorkerOutput(fe.sink, access)
+		defer out.close() // after every generation has stopped, before the file closes
+	}
+	build, err := generations(cfg, app, ln, log, out, access)
 	if err != nil {
 		ln.Close()
 		log.Error("cannot build runtime", "generation", 1, "err", err)
@@ -251,6 +305,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	}
 	svc := newService(ln, log, cfg.Workers, build)
 	svc.policy = cfg.policy()
+	svc.output = out
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
 	svc.serving = func(n int) { fe.generation.Store(int64(n)); fe.served.Store(true) }
@@ -297,11 +352,14 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 // generations returns what builds each generation for the Service:
 // direct mode's handler with -workers 1, around the one server it builds
 // here, or worker processes.
-func generations(cfg *config, app App, ln net.Listener, log *slog.Logger) (buildFunc, error) {
+func generations(cfg *config, app App, ln net.Listener, log *slog.Logger, out *workerOutput, access io.Writer) (buildFunc, error) {
 	if cfg.Workers > 1 {
-		return workerGenerations(cfg.supervisor(), ln, log, cfg.reloadTLS), nil
+		sc := cfg.supervisor()
+		sc.Output = out
+		sc.Runtime.AccessPipe = access != nil // the parent writes every worker's lines
+		return workerGenerations(sc, ln, log, cfg.reloadTLS), nil
 	}
-	rt, err := newDirectRuntime(cfg, app, ln, log)
+	rt, err := newDirectRuntime(cfg, app, ln, log, access)
 	if err != nil {
 		return nil, err
 	}

@@ -179,7 +179,16 @@ func newFlagSet(cfg *config, appFlags *flag.FlagSet) (*flag.FlagSet, error) {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM; needs -tls-key)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "serve HTTPS with this private key `file` (PEM; needs -tls-cert)")
 	fs.BoolVar(&cfg.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with one self-signed identity generated at start, shared by every worker")
-	fs.StringVar(&rt.AccessLog, "access-log", "", "log requests: - for stderr, or a file `path` (a file only with -workers 1)")
+	fs.StringVar(&rt.AccessLog, "access-log", "", "log requests: - for stderr, or a file `path`, which the parent writes for every worker and SIGUSR1 reopens (logrotate); combined format, or JSON with -log-format json")
+	fs.Func("access-log-skip", "leave requests for these `paths` out of the access log, comma-separated (a load balancer's health check: /livez,/healthz)", func(v string) error {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); !strings.HasPrefix(p, "/") {
+				return fmt.Errorf("%q: a path begins with /", p)
+			}
+			rt.AccessLogSkip = append(rt.AccessLogSkip, p)
+		}
+		return nil
+	})
 	fs.IntVar(&cfg.MaxRestarts, "max-restarts", defaultPolicy.MaxRestarts, "a lost worker is replaced in its slot; past this many losses within -restart-window servery gives up (exit 1). 0: the first loss ends the service. Not in direct mode (-workers 1), which has no worker to replace: its service manager restarts it")
 	fs.DurationVar(&cfg.RestartWindow, "restart-window", defaultPolicy.Window, "the window -max-restarts counts losses in")
 	fs.Int64Var(&cfg.MaxRequests, "max-requests", 0, "recycle a worker after it answered this many requests, plus up to 10% jitter drawn per worker: its replacement starts first (-workers 2 or more); 0: never")
@@ -347,9 +356,10 @@ func (cfg *config) checkTLS() error {
 }
 
 func (cfg *config) checkAccessLog() error {
-	if cfg.Runtime.AccessLog != "" && cfg.Runtime.AccessLog != "-" && cfg.Workers > 1 {
-		return bad("access-log", "a file needs -workers 1 (workers would share it without an owner); use - for stderr")
+	if len(cfg.Runtime.AccessLogSkip) > 0 && cfg.Runtime.AccessLog == "" {
+		return bad("access-log-skip", "needs -access-log")
 	}
+	cfg.Runtime.AccessLogJSON = cfg.LogFormat == "json"
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -44,12 +45,12 @@ type directRuntime struct {
 
 // newDirectRuntime builds the server around an empty swap; nothing is
 // accepted until the first generation serves.
-func newDirectRuntime(cfg *config, app App, ln net.Listener, log *slog.Logger) (*directRuntime, error) {
+func newDirectRuntime(cfg *config, app App, ln net.Listener, log *slog.Logger, access io.Writer) (*directRuntime, error) {
 	rt := &directRuntime{cfg: cfg, app: app, ln: ln, swap: &directSwap{}, log: log}
 	if path, err := os.Executable(); err == nil {
 		rt.exe, _ = os.Stat(path)
 	}
-	srv, err := newServer(cfg.Runtime, rt.swap, log)
+	srv, err := newServer(cfg.Runtime, rt.swap, log, access)
 	if err != nil {
 		return nil, fmt.Errorf("build runtime: %w", err)
 	}

@@ -270,12 +270,13 @@ type drainWriter struct {
 	conn      *h1Conn      // the connection this writer belongs to
 	committed bool
 	hijacked  bool // its handler hijacked the connection, and counts in prog.hijacked
+	status    int  // the final status it sent, for the request metrics; 0 until committed
 }
 
 // answer points the connection's writer at w, the writer of a request
 // that begins, and returns it.
 func (c *h1Conn) answer(w http.ResponseWriter) *drainWriter {
-	c.w.ResponseWriter, c.w.committed = w, false
+	c.w.ResponseWriter, c.w.committed, c.w.status = w, false, 0
 	return &c.w
 }
 
@@ -298,6 +299,9 @@ func (d *drainWriter) commit() {
 		return
 	}
 	d.committed = true
+	if d.status == 0 {
+		d.status = http.StatusOK // a write before any WriteHeader
+	}
 	if d.draining.Load() {
 		d.ResponseWriter.Header()["Connection"] = hdrClose
 		d.conn.idleSince.Store(connClosing)
@@ -308,7 +312,11 @@ func (d *drainWriter) WriteHeader(code int) {
 	switch {
 	case code == http.StatusSwitchingProtocols:
 		d.committed = true // its Connection: Upgrade must stand
+		d.status = code
 	case code >= 200:
+		if !d.committed {
+			d.status = code
+		}
 		d.commit()
 	}
 	d.ResponseWriter.WriteHeader(code)

@@ -475,7 +475,7 @@ func directTestRuntime(t *testing.T, app App, drain, force time.Duration) (*dire
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := newDirectRuntime(cfg, app, ln, log)
+	rt, err := newDirectRuntime(cfg, app, ln, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -473,12 +473,11 @@ func (b *bodyReader) arm() {
 // In a worker the parent probes, the writer also counts each write and
 // flush that returns as the request's progress, and the time one blocks
 // (on flow control, mostly) as waiting on the client (progress.go), with
-// or without a timeout.
+// or without a timeout. Every stream gets the writer, timeout or not: it
+// also keeps the status sent, for the request metrics (reqmetrics.go),
+// and whether one was, for a panic's answer.
 func (srv *server) streams(h http.Handler) http.Handler {
 	timeout := srv.cfg.WriteTimeout
-	if timeout <= 0 && !srv.track {
-		return h
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dl, ok := w.(writeDeadliner)
 		if r.ProtoMajor != 2 || !ok {
@@ -511,19 +510,23 @@ type streamWriter struct {
 	progress atomic.Int64
 	req      inflightReq
 	// committed: the header may have gone out (a Write, a Flush, a final
-	// WriteHeader), so a panic can no longer be answered 500.
+	// WriteHeader), so a panic can no longer be answered 500; status is
+	// the status it sent, for the request metrics.
 	committed bool
+	status    int
 }
 
 func (s *streamWriter) WriteHeader(code int) {
-	if code >= 200 || code == http.StatusSwitchingProtocols {
-		s.committed = true
+	if (code >= 200 || code == http.StatusSwitchingProtocols) && !s.committed {
+		s.committed, s.status = true, code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
 func (s *streamWriter) Write(b []byte) (int, error) {
-	s.committed = true
+	if !s.committed {
+		s.committed, s.status = true, http.StatusOK
+	}
 	var total int
 	for {
 		if err := s.arm(); err != nil {
@@ -548,7 +551,9 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 // bounded like a write, since it waits on flow control too, and clears the
 // deadline after.
 func (s *streamWriter) Flush() {
-	s.committed = true
+	if !s.committed {
+		s.committed, s.status = true, http.StatusOK
+	}
 	f, ok := s.ResponseWriter.(http.Flusher)
 	if !ok {
 		return

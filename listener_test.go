@@ -166,7 +166,7 @@ func serveStatic(t *testing.T, ln net.Listener, dir string, cfg runtimeConfig) *
 // mode and a worker do, until the test's cleanup drains it without delay.
 func serveHandler(t *testing.T, ln net.Listener, h http.Handler, cfg runtimeConfig) *server {
 	t.Helper()
-	srv, err := newServer(cfg, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := newServer(cfg, h, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,16 @@ package main
 // logger writes through the sink, which takes the format when it is set.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // logFormats are -log-format's values, logLevels -log-level's.
@@ -24,16 +29,49 @@ var (
 
 // logSink is the process's one log output, its format and its level.
 type logSink struct {
-	w     io.Writer
+	w     *lockedWriter
 	h     atomic.Pointer[slog.Handler] // text until setFormat
+	json  atomic.Bool                  // the format is JSON
 	level slog.LevelVar                // info until setLevel
 }
 
 func newLogSink(w io.Writer) *logSink {
-	s := &logSink{w: w}
-	var h slog.Handler = slog.NewTextHandler(w, s.options())
+	s := &logSink{w: &lockedWriter{w: w}}
+	var h slog.Handler = slog.NewTextHandler(s.w, s.options())
 	s.h.Store(&h)
 	return s
+}
+
+// lockedWriter writes each Write whole, one at a time: the parent's own
+// records and the batches of its workers' lines (output.go) never land
+// inside one another.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// handler returns a new handler of the sink's format and level that
+// writes to w, for a record made elsewhere (output.go).
+func (s *logSink) handler(w io.Writer) slog.Handler {
+	if s.json.Load() {
+		return slog.NewJSONHandler(w, s.options())
+	}
+	return slog.NewTextHandler(w, s.options())
+}
+
+// isRecord reports whether line is a record of a logger of the sink's
+// format, as every record begins: its time.
+func (s *logSink) isRecord(line []byte) bool {
+	if s.json.Load() {
+		return bytes.HasPrefix(line, []byte(`{"time":`)) && bytes.HasSuffix(line, []byte("}"))
+	}
+	return bytes.HasPrefix(line, []byte("time="))
 }
 
 // options are the sink's handlers': its level, which setLevel changes
@@ -69,6 +107,7 @@ func (s *logSink) setFormat(format string) error {
 		return fmt.Errorf("log format %q: want text or json", format)
 	}
 	s.h.Store(&h)
+	s.json.Store(format == "json")
 	return nil
 }
 
@@ -107,4 +146,47 @@ func (h sinkHandler) WithGroup(name string) slog.Handler {
 func (h sinkHandler) and(w func(slog.Handler) slog.Handler) slog.Handler {
 	with := append(append([]func(slog.Handler) slog.Handler(nil), h.with...), w)
 	return sinkHandler{sink: h.sink, with: with}
+}
+
+// httpErrorLog is an http.Server's ErrorLog: net/http's own messages as
+// records of log, at WARN. A failed TLS handshake ("http: TLS handshake
+// error from ADDR: ERR": a scanner, a client that does not trust the
+// certificate) is `tls handshake failed`, at most one a
+// handshakeLogEvery, with how many were left out since, so a flood of
+// them cannot flood the log; any other message is `http server error`.
+func httpErrorLog(log *slog.Logger) *stdlog.Logger {
+	return stdlog.New(&httpErrors{log: log}, "", 0)
+}
+
+// handshakeLogEvery is how often a failed TLS handshake is logged.
+const handshakeLogEvery = time.Second
+
+// httpErrors turns net/http's messages into records.
+type httpErrors struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	last    time.Time // when a failed handshake was logged last
+	leftOut int64     // failed handshakes since then, not logged
+}
+
+func (h *httpErrors) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	rest, ok := strings.CutPrefix(msg, "http: TLS handshake error from ")
+	if !ok {
+		h.log.Warn("http server error", "err", msg)
+		return len(p), nil
+	}
+	now := time.Now()
+	h.mu.Lock()
+	if !h.last.IsZero() && now.Sub(h.last) < handshakeLogEvery {
+		h.leftOut++
+		h.mu.Unlock()
+		return len(p), nil
+	}
+	leftOut := h.leftOut
+	h.last, h.leftOut = now, 0
+	h.mu.Unlock()
+	remote, err, _ := strings.Cut(rest, ": ")
+	h.log.Warn("tls handshake failed", "remote", remote, "err", err, "left_out", leftOut)
+	return len(p), nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	stdlog "log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -51,5 +53,33 @@ func TestJSONLogsAreOneObjectALineFromParentAndWorkers(t *testing.T) {
 	}
 	if lines < 10 || withGeneration < lines/2 || fromWorkers < 2 {
 		t.Errorf("%d JSON lines, %d with generation, %d drain lines from workers; want the whole log in JSON, the workers' too", lines, withGeneration, fromWorkers)
+	}
+}
+
+func TestFailedTLSHandshakesAreLoggedAtMostOnceASecondWithACount(t *testing.T) {
+	var b strings.Builder
+	h := &httpErrors{log: slog.New(slog.NewTextHandler(&b, nil))}
+	errLog := stdlog.New(h, "", 0)
+	for i := range 100 {
+		errLog.Printf("http: TLS handshake error from 192.0.2.%d:4000: EOF", i)
+	}
+	errLog.Print("http: Accept error: too many open files; retrying in 5ms")
+	// A second later, as far as the limit can tell.
+	h.mu.Lock()
+	h.last = h.last.Add(-handshakeLogEvery)
+	h.mu.Unlock()
+	errLog.Print("http: TLS handshake error from 192.0.2.200:4000: remote error: tls: bad certificate")
+	logs := b.String()
+	for _, want := range []string{
+		`level=WARN msg="tls handshake failed" remote=192.0.2.0:4000 err=EOF left_out=0`,
+		`level=WARN msg="http server error" err="http: Accept error: too many open files; retrying in 5ms"`,
+		`level=WARN msg="tls handshake failed" remote=192.0.2.200:4000 err="remote error: tls: bad certificate" left_out=99`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %s:\n%s", want, logs)
+		}
+	}
+	if n := strings.Count(logs, "\n"); n != 3 {
+		t.Errorf("%d lines for 101 failed handshakes and one other error; want 3:\n%s", n, logs)
 	}
 }

@@ -77,7 +77,6 @@ func TestBadConfigurationExitsTwoNamingTheFlag(t *testing.T) {
 		"self-signed and files":       {[]string{"-dir", dir, "-tls-self-signed", "-tls-cert", cert, "-tls-key", key}, "-tls-self-signed: cannot be combined"},
 		"mismatched pair":             {[]string{"-dir", dir, "-tls-cert", cert, "-tls-key", otherKey}, "-tls-cert: load key pair"},
 		"unreadable cert":             {[]string{"-dir", dir, "-tls-cert", filepath.Join(dir, "none.pem"), "-tls-key", key}, "-tls-cert: read certificate"},
-		"access log file, workers":    {[]string{"-dir", dir, "-workers", "2", "-access-log", filepath.Join(dir, "a.log")}, "-access-log: a file needs -workers 1"},
 		"missing fallback":            {[]string{"-dir", dir, "-fallback", "/app.html"}, "-fallback: /app.html in -dir"},
 		"fallback outside root":       {[]string{"-dir", dir, "-fallback", "../file.txt"}, "-fallback: ../file.txt is outside -dir"},
 		"fallback dotfile":            {[]string{"-dir", dir, "-fallback", ".env"}, "-fallback: .env is a dotfile"},

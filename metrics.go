@@ -170,11 +170,13 @@ func (t *tally) read() (map[int]slotCounts, map[string]int64) {
 // of one. Progress and Stalled are the probe's, not counters anyone
 // reads from the tally.
 func (a workerStats) add(b workerStats) workerStats {
-	return workerStats{Accepted: a.Accepted + b.Accepted, Served: a.Served + b.Served, Stuck: a.Stuck + b.Stuck}
+	return workerStats{Accepted: a.Accepted + b.Accepted, Served: a.Served + b.Served, Stuck: a.Stuck + b.Stuck,
+		Requests: a.Requests.add(b.Requests)}
 }
 
 func (a workerStats) max(b workerStats) workerStats {
-	return workerStats{Accepted: max(a.Accepted, b.Accepted), Served: max(a.Served, b.Served), Stuck: max(a.Stuck, b.Stuck)}
+	return workerStats{Accepted: max(a.Accepted, b.Accepted), Served: max(a.Served, b.Served), Stuck: max(a.Stuck, b.Stuck),
+		Requests: a.Requests.max(b.Requests)}
 }
 
 // recycleLimitNames are the limits a worker reaches to be recycled: the
@@ -247,6 +249,15 @@ func (p *metricsPage) write(w io.Writer) {
 	m.samples("servery_requests_total", "slot", slots, func(i int) int64 { return p.slots[i].Served })
 	m.family("servery_connections_total", "counter", "Connections accepted, by worker slot, by every worker that held the slot.")
 	m.samples("servery_connections_total", "slot", slots, func(i int) int64 { return p.slots[i].Accepted })
+	var reqs requestStats
+	for _, i := range slots {
+		reqs = reqs.add(p.slots[i].Requests)
+	}
+	m.family("servery_http_responses_total", "counter", "Requests answered, by status class (1xx to 5xx), summed over every worker: a class, not a code, so no client can make the series grow.")
+	for i, class := range statusClasses {
+		m.sample("servery_http_responses_total", "code", class, reqs.Classes[i])
+	}
+	m.histogram("servery_http_request_duration_seconds", "How long requests took, from the handler's start to its return, summed over every worker.", reqs)
 
 	m.family("servery_workers", "gauge", "Worker processes alive, by state: starting (not yet serving), serving, stopping (draining, or lost and not yet reaped).")
 	byState := map[string]int64{}
@@ -276,6 +287,7 @@ func (p *metricsPage) write(w io.Writer) {
 	m.family("servery_worker_resident_memory_bytes", "gauge", "Resident memory of the slot's workers alive, as they last said (RSS on Linux).")
 	m.samples("servery_worker_resident_memory_bytes", "slot", slots, func(i int) int64 { return p.slots[i].Memory })
 	m.counter("servery_worker_recycle_failures_total", "Recycles whose replacement failed to start: the old worker serves on, and the recycle is tried again after a backoff.", s.RecycleFailures)
+	m.counter("servery_log_lines_dropped_total", "Lines of the workers' output that the parent dropped because its own log output was too slow to take them.", s.LogLinesDropped)
 	m.counter("servery_worker_spawn_refusals_total", "Replacements the host refused to start (out of processes, memory or descriptors) while other workers served: retried after the slot's backoff, never spent from -max-restarts.", s.SpawnRefusals)
 	m.family("servery_reloads_total", "counter", "Reloads, by result: ok (the new generation serves) or failed (rolled back; the old one serves on).")
 	m.sample("servery_reloads_total", "result", "ok", s.ReloadsOK)
@@ -301,6 +313,21 @@ func (m *promWriter) samples(name, label string, keys []int, v func(int) int64) 
 	for _, k := range keys {
 		m.sample(name, label, strconv.Itoa(k), v(k))
 	}
+}
+
+// histogram writes the request-duration histogram: cumulative buckets,
+// their sum in seconds and their count.
+func (m *promWriter) histogram(name, help string, r requestStats) {
+	m.family(name, "histogram", help)
+	var n int64
+	for i, bound := range durationBuckets {
+		n += r.Durations[i]
+		fmt.Fprintf(m.w, "%s_bucket{le=%q} %d\n", name, strconv.FormatFloat(bound.Seconds(), 'f', -1, 64), n)
+	}
+	n += r.Durations[len(durationBuckets)]
+	fmt.Fprintf(m.w, "%s_bucket{le=\"+Inf\"} %d\n", name, n)
+	fmt.Fprintf(m.w, "%s_sum %s\n", name, strconv.FormatFloat(float64(r.SumUS)/1e6, 'f', 6, 64))
+	fmt.Fprintf(m.w, "%s_count %d\n", name, n)
 }
 
 func (m *promWriter) counter(name, help string, v int64) {

@@ -68,10 +68,17 @@ func TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce(t *testing.T) {
 				cfg.TLS, scheme = id, "https"
 			}
 			accessPath := filepath.Join(t.TempDir(), "access.log")
+			var access io.Writer
 			if tc.accessLog {
 				cfg.AccessLog = accessPath
+				f, err := openAccessFile(accessPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				access = f
 			}
-			srv, err := newServer(cfg, panicking, slog.New(slog.NewTextHandler(logf, nil)))
+			srv, err := newServer(cfg, panicking, slog.New(slog.NewTextHandler(logf, nil)), access)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +127,8 @@ func TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce(t *testing.T) {
 			if !tc.accessLog {
 				return
 			}
-			srv.drain(context.Background()) // every line written
+			srv.drain(context.Background())
+			srv.close() // every line written
 			b, _ = os.ReadFile(accessPath)
 			// The cut response's line has the status it sent and what
 			// got out; the abort, which sent nothing, nginx's 444.

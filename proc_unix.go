@@ -8,9 +8,22 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"syscall"
 )
+
+// watchReopens reopens the access log at each SIGUSR1, as nginx does
+// for logrotate's postrotate step.
+func watchReopens(fe *frontEnd) {
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			fe.reopenLogs()
+		}
+	}()
+}
 
 // multiWorker reports whether this platform can share a listener with
 // worker processes.

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -37,3 +38,13 @@ func closeInheritedOnExec() {}
 
 // protocolPipes has no pipes to find: Windows runs no worker processes.
 func protocolPipes() (in, out *os.File, err error) { return nil, nil, errNoWorkers }
+
+// accessOutput is unused: Windows has no worker processes.
+func accessOutput(runtimeConfig) (io.Writer, error) { return nil, errNoWorkers }
+
+// watchReopens does nothing: Windows has no SIGUSR1, and logrotate's
+// way of moving a file that is open does not work there.
+func watchReopens(*frontEnd) {}
+
+// survivePipeBreaks does nothing: Windows has no SIGPIPE.
+func survivePipeBreaks() {}

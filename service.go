@@ -27,7 +27,8 @@ type Service struct {
 	log     *slog.Logger
 	workers int
 	build   buildFunc
-	policy  healPolicy // what a lost worker means; set before Start
+	policy  healPolicy    // what a lost worker means; set before Start
+	output  *workerOutput // the parent's writer of its workers' output; nil in direct mode
 	// Set before Start, not changed after:
 	notify  func(states ...string) // sd_notify; defaults to nothing
 	serving func(n int)            // told each generation that begins to serve; defaults to nothing

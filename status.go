@@ -54,6 +54,9 @@ type statusSnapshot struct {
 	LastReload    *reloadResult
 	Restarts      map[int]int64 // respawns, by slot
 	gens          []genRole     // every generation with workers that may be alive
+	// LogLinesDropped is the parent's count, not the loop's: the status
+	// listener reads it from the workers' output (output.go).
+	LogLinesDropped int64
 }
 
 // reloadResult is how the last reload ended.
@@ -320,6 +323,7 @@ func (st *statusServer) collect(ctx context.Context) (*metricsPage, error) {
 		wg.Go(func() { g.gen.askStats(deadline) })
 	}
 	wg.Wait()
+	s.LogLinesDropped = st.svc.output.droppedLines()
 	p := &metricsPage{snap: s, now: time.Now()}
 	for _, g := range s.gens {
 		p.workers = append(p.workers, g.gen.workers(g.role == "serving")...)
@@ -369,6 +373,9 @@ type statusDoc struct {
 	// while other workers served: retried, not spent from the budget.
 	SpawnRefusals int64            `json:"spawn_refusals"`
 	Exits         map[string]int64 `json:"worker_exits"`
+	// LogLinesDropped counts the workers' output lines the parent
+	// dropped because its own log output was too slow (output.go).
+	LogLinesDropped int64 `json:"log_lines_dropped"`
 }
 
 type slotDoc struct {
@@ -422,8 +429,8 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 		Started: s.Started, UptimeSeconds: p.now.Sub(s.Started).Seconds(), Exits: p.exits,
 		Reloads: reloadsDoc{OK: s.ReloadsOK, Failed: s.ReloadsFailed, Last: s.LastReload},
 		Lost:    s.Lost, Respawns: s.Respawns, Recycles: s.Recycles, RecycleFailures: s.RecycleFailures,
-		SpawnRefusals: s.SpawnRefusals,
-		RecyclesBy:    recyclesBy(s.RecyclesBy)}
+		SpawnRefusals: s.SpawnRefusals, LogLinesDropped: s.LogLinesDropped,
+		RecyclesBy: recyclesBy(s.RecyclesBy)}
 	for _, g := range s.gens {
 		gd := generationDoc{Number: g.gen.number(), Role: g.role, PIDs: []workerDoc{}}
 		for _, v := range g.gen.workers(g.role == "serving") {

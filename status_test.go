@@ -131,7 +131,9 @@ func (w *counterWatch) scrape() map[string]float64 {
 	m := scrape(w.t, w.addr)
 	for k, v := range m {
 		name, _, _ := strings.Cut(k, "{")
-		if strings.HasSuffix(name, "_total") && v < w.last[k] {
+		counter := strings.HasSuffix(name, "_total") || strings.HasSuffix(name, "_bucket") ||
+			strings.HasSuffix(name, "_count") || strings.HasSuffix(name, "_sum") // a histogram's too
+		if counter && v < w.last[k] {
 			w.t.Errorf("%s went backwards: %v, then %v", k, w.last[k], v)
 		}
 	}
@@ -255,6 +257,11 @@ func checkExposition(t *testing.T, body string) {
 			}
 		default:
 			name, _, _ := strings.Cut(f[0], "{")
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if base, ok := strings.CutSuffix(name, suffix); ok && typ[base] == "histogram" {
+					name = base // a histogram's series
+				}
+			}
 			if !strings.HasPrefix(name, "servery_") || typ[name] == "" || !help[name] {
 				t.Errorf("sample %q without its HELP and TYPE before it", line)
 			}
@@ -465,7 +472,17 @@ func TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload(t *testing.T) {
 			m[`servery_reloads_total{result="ok"}`], m[`servery_generation`], m[`servery_worker_exits_total{reason="clean"}`])
 	}
 	getN(t, s.addr, 3)
-	w.waitRequests(float64(made + 3))
+	made += 3
+	m = w.waitRequests(float64(made))
+	// The request metrics count the same requests, all 200s, in the
+	// histogram as in the classes, through the kill, recycle and reload.
+	var classes float64
+	for _, c := range statusClasses {
+		classes += m[`servery_http_responses_total{code="`+c+`"}`]
+	}
+	if ok, n, inf := m[`servery_http_responses_total{code="2xx"}`], m[`servery_http_request_duration_seconds_count`], m[`servery_http_request_duration_seconds_bucket{le="+Inf"}`]; ok != float64(made) || classes != ok || n != ok || inf != ok {
+		t.Errorf("2xx %v of %v classes, duration count %v, +Inf bucket %v; want each %d, the requests made", ok, classes, n, inf, made)
+	}
 	doc := readStatus(t, addr)
 	if doc.Reloads.OK != 1 || doc.Reloads.Last == nil || doc.Reloads.Last.Result != "ok" || doc.Reloads.Last.Generation != 2 {
 		t.Errorf("/status reloads = %+v; want 1 ok, the last one generation 2's", doc.Reloads)

@@ -4,9 +4,20 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"syscall"
 )
+
+// survivePipeBreaks makes a write to fd 1 or 2 whose reader has gone
+// fail with EPIPE, where Go would end the process with SIGPIPE: the
+// parent reads a worker's stdout and stderr (output.go), and a worker
+// whose parent died must still drain and exit as it would have. The
+// signal is caught, not ignored, so the children a program starts get
+// SIGPIPE at its default: an ignored signal would be inherited, and a
+// shell pipeline the program runs would never end at a closed reader.
+func survivePipeBreaks() { signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) }
 
 // protocolPipes returns the protocol's two pipes, which the parent passed
 // as fds 4 and 5, and marks them close-on-exec: a child the program starts
@@ -23,6 +34,20 @@ func protocolPipes() (in, out *os.File, err error) {
 		return nil, nil, err
 	}
 	return in, out, nil
+}
+
+// accessOutput is where a worker's access lines go: the pipe the parent
+// reads them from (its fd 6), when the parent says it passed one; nil
+// without an access log; stderr otherwise.
+func accessOutput(cfg runtimeConfig) (io.Writer, error) {
+	switch {
+	case cfg.AccessLog == "":
+		return nil, nil
+	case cfg.AccessPipe:
+		return inheritedPipe(accessLogFD, "access-log")
+	default:
+		return os.Stderr, nil
+	}
 }
 
 // inheritedPipe wraps fd, if it is a pipe, as a file that no child

@@ -41,6 +41,10 @@ type supervisorConfig struct {
 	// recycled (memory.go). 0: never.
 	WorkerTimeout time.Duration
 	MaxMemory     int64
+	// Output, when set, is the parent's one writer of every worker's
+	// stdout and stderr (output.go); nil: a worker writes to the
+	// command's Stderr, or the parent's.
+	Output *workerOutput
 }
 
 // procSeam is how the supervisor starts and signals processes. Tests swap
@@ -541,6 +545,7 @@ func (s *Supervisor) forget(p *workerProc) {
 	// pipe: closing the read end wakes it either way, and it ends.
 	p.stdin.Close()
 	p.stdout.Close()
+	closeAll(p.logs...)
 	s.logCounters(p)
 }
 
@@ -647,11 +652,14 @@ func (s *Supervisor) release() {
 	defer cancel()
 	for _, p := range s.all {
 		p.stdin.Close()
-		select {
-		case <-p.readerDone:
-		case <-linger.Done(): // stays closed for every later worker
+		for _, done := range []chan struct{}{p.readerDone, p.logsDone} {
+			select {
+			case <-done:
+			case <-linger.Done(): // stays closed for every later worker
+			}
 		}
 		p.stdout.Close()
+		closeAll(p.logs...)
 	}
 	s.readers.Wait()
 	s.exeOnce.Do(func() {}) // what the one that opened it wrote, seen
@@ -743,6 +751,8 @@ type workerProc struct {
 	exited     chan struct{} // closed once the process is reaped
 	status     error         // cmd.Wait's result; read after exited
 	readerDone chan struct{} // closed once its output is read to the end
+	logs       []*os.File    // read ends of its stdout and stderr, when the parent writes them (output.go); else nil
+	logsDone   chan struct{} // closed once logs are read to the end, or at once without them
 	ended      bool          // its exit event was taken: by the barrier, then by its follow
 	// Under the Supervisor's mu:
 	gone         bool   // it left its slot: lost, replaced, or a replacement that failed
@@ -808,6 +818,7 @@ const (
 	listenerFD    = 3 // the shared listening socket, which the worker adopts
 	protocolInFD  = 4 // the parent's lines; EOF: the parent closed it, or died
 	protocolOutFD = 5 // the worker's lines to the parent
+	accessLogFD   = 6 // the worker's access lines, with an access log (output.go)
 )
 
 // spawn starts worker index with the listener as its fd 3 and the
@@ -840,26 +851,41 @@ func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*work
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = s.workerEnviron(cmd.Env, index)
-	if cmd.Stderr == nil {
-		cmd.Stderr = os.Stderr // logs go where the parent's go
+	var logs, logEnds []*os.File
+	if s.cfg.Output != nil && cmd.Stderr == nil {
+		if logs, logEnds, err = outputPipes(s.cfg.Runtime.AccessPipe); err != nil {
+			closeAll(inR, inW, outR, outW)
+			return nil, fmt.Errorf("worker %d: output pipe: %w", index, refused(err))
+		}
+		cmd.Stdout, cmd.Stderr = logEnds[0], logEnds[1] // the parent writes every line (output.go)
+	} else {
+		if cmd.Stderr == nil {
+			cmd.Stderr = os.Stderr // logs go where the parent's go
+		}
+		cmd.Stdout = cmd.Stderr // prints go to the log
 	}
-	cmd.Stdin, cmd.Stdout = nil, cmd.Stderr        // /dev/null; prints go to the log
+	cmd.Stdin = nil                                // /dev/null
 	cmd.ExtraFiles = []*os.File{lnFile, inR, outW} // listenerFD, protocolInFD, protocolOutFD
+	if len(logEnds) > 2 {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, logEnds[2]) // accessLogFD
+	}
 	newSession(cmd)
 	err = cmd.Start()
 	// The child has its own copies now. Closing ours leaves the parent as
 	// the only holder of the protocol-in pipe's write end (os.Pipe made
 	// it close-on-exec, so no other worker inherited it), and the worker
-	// reads EOF exactly when the parent closes it or dies.
-	inR.Close()
-	outW.Close()
+	// reads EOF exactly when the parent closes it or dies. The output
+	// pipes' write ends go too, so their readers see EOF when the worker
+	// and its descendants are gone.
+	closeAll(append(logEnds, inR, outW)...)
 	if err != nil {
-		inW.Close()
-		outR.Close()
+		closeAll(append(logs, inW, outR)...)
 		return nil, fmt.Errorf("worker %d: start: %w", index, refused(err))
 	}
-	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, events: events,
-		out: &lineWriter{w: inW}, exited: make(chan struct{}), readerDone: make(chan struct{}), leftBehind: make(chan struct{})}
+	p := &workerProc{index: index, pid: cmd.Process.Pid, cmd: cmd, stdin: inW, stdout: outR, logs: logs, events: events,
+		out: &lineWriter{w: inW}, exited: make(chan struct{}), readerDone: make(chan struct{}), leftBehind: make(chan struct{}),
+		logsDone: make(chan struct{})}
+	s.followOutput(p)
 	if s.log.Enabled(context.Background(), slog.LevelDebug) {
 		p.out.trace = func(m message) { s.trace(p, "sent", m) }
 	}
@@ -948,10 +974,16 @@ func (s *Supervisor) reap(p *workerProc) {
 	p.status = p.cmd.Wait()
 	s.sweep(p)
 	close(p.exited)
-	select {
-	case <-p.readerDone:
-	case <-time.After(time.Second): // a descendant still holds stdout
+	// Its last lines come first: what it wrote, and what it printed as
+	// it died (a panic's trace), before its exit.
+	linger, cancel := context.WithTimeout(context.Background(), time.Second) // a descendant may still hold a pipe
+	for _, done := range []chan struct{}{p.readerDone, p.logsDone} {
+		select {
+		case <-done:
+		case <-linger.Done():
+		}
 	}
+	cancel()
 	status := "status 0"
 	if p.status != nil {
 		status = p.status.Error()

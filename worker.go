@@ -36,8 +36,11 @@ type runtimeConfig struct {
 	WriteTimeout  time.Duration `json:"write_timeout"` // 0: none
 	BodyTimeout   time.Duration `json:"body_timeout"`  // 0: none
 	DrainTimeout  time.Duration `json:"drain_timeout"`
-	AccessLog     string        `json:"access_log"`  // "", "-" for stderr, or a path (direct mode only)
-	AcceptPace    time.Duration `json:"accept_pace"` // see limitListener; 0 in direct mode
+	AccessLog     string        `json:"access_log"`      // "", "-" for stderr, or a path, which the parent writes (accesslog.go)
+	AccessLogJSON bool          `json:"access_log_json"` // JSON lines (-log-format json), not the combined format
+	AccessLogSkip []string      `json:"access_log_skip"` // paths whose requests are not logged
+	AccessPipe    bool          `json:"access_pipe"`     // a worker's access lines go to the parent on its fd 6
+	AcceptPace    time.Duration `json:"accept_pace"`     // see limitListener; 0 in direct mode
 	TLS           *tlsIdentity  `json:"tls,omitempty"`
 	TicketKeys    [][]byte      `json:"ticket_keys"` // shared session ticket keys, newest first; with TLS
 }
@@ -60,7 +63,8 @@ type server struct {
 	http     *http.Server
 	tls      *tls.Config                     // nil without TLS; not http.TLSConfig, which Serve may set
 	cert     atomic.Pointer[tls.Certificate] // what every handshake gets; a direct-mode reload swaps it
-	logFile  io.WriteCloser                  // the access log, when it is a file
+	access   *accessLog                      // nil without -access-log
+	reqs     requestCounts                   // by status class and duration (reqmetrics.go)
 	accepted atomic.Int64
 	served   atomic.Int64
 	inflight atomic.Int64 // handlers running (counting), which a drain waits for
@@ -87,7 +91,7 @@ type server struct {
 // newServer builds a runtime for cfg that serves h. It opens the access
 // log and parses the TLS identity, so every error a worker can have before
 // serving shows up here, before it reports prepared.
-func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, error) {
+func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger, access io.Writer) (*server, error) {
 	srv := &server{cfg: cfg, log: log, serving: make(chan struct{}), limitReached: make(chan struct{})}
 	srv.http = &http.Server{
 		Handler:           srv.streams(srv.bodies(srv.counting(h))),
@@ -96,9 +100,8 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnState:         srv.trackConns,
 		ConnContext:       srv.connContext,
-		// Accept errors, handler panics, handshake failures: an operator
-		// must see them.
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Accept errors, handshake failures: an operator must see them.
+		ErrorLog: httpErrorLog(log),
 	}
 	if cfg.TLS != nil {
 		tc, err := cfg.TLS.serverConfig()
@@ -118,9 +121,7 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger) (*server, er
 			}
 		}
 	}
-	if err := srv.setAccessLog(); err != nil {
-		return nil, err
-	}
+	srv.setAccessLog(access)
 	return srv, nil
 }
 
@@ -170,7 +171,7 @@ func (srv *server) counting(h http.Handler) http.Handler {
 		}
 		// Deferred, so a handler that panics is answered as far as the
 		// counts and the drain know too, and answered 500 if it can be.
-		defer srv.answered(dw, q)
+		defer srv.answered(w, dw, q, time.Now())
 		defer srv.answerPanic(w, r)
 		h.ServeHTTP(w, r)
 	})
@@ -185,9 +186,9 @@ func (srv *server) counting(h http.Handler) http.Handler {
 // but close the connection without an answer, so the client saw an
 // empty reply and the access log nothing, and it logs the stack inside
 // the message. http.ErrAbortHandler itself passes through unlogged: it
-// is a handler's way to abort. Where servery did not wrap the writer
-// (HTTP/2 with neither a write timeout nor a probe) it cannot tell
-// whether the header went out, and cuts the response off.
+// is a handler's way to abort. Where servery did not wrap the writer (a
+// writer it does not know) it cannot tell whether the header went out,
+// and cuts the response off.
 func (srv *server) answerPanic(w http.ResponseWriter, r *http.Request) {
 	p := recover()
 	if p == nil {
@@ -241,14 +242,19 @@ func (srv *server) track1(w http.ResponseWriter, r *http.Request, c *h1Conn) *in
 	return q
 }
 
-// answered ends a request counting began.
-func (srv *server) answered(dw *drainWriter, q *inflightReq) {
+// answered ends a request counting began at start, answered through w.
+func (srv *server) answered(w http.ResponseWriter, dw *drainWriter, q *inflightReq, start time.Time) {
 	if q != nil {
 		srv.requests.remove(q)
 	}
+	status := 0
 	if dw != nil {
 		dw.done()
+		status = dw.status
+	} else if sw, ok := w.(*streamWriter); ok {
+		status = sw.status
 	}
+	srv.reqs.observe(status, time.Since(start))
 	srv.inflight.Add(-1)
 	if srv.served.Add(1) == srv.recycleAt {
 		close(srv.limitReached)
@@ -339,13 +345,17 @@ func asLimitConn(c net.Conn) *limitConn {
 func (srv *server) stats() workerStats {
 	served := srv.served.Load()
 	return workerStats{Accepted: srv.accepted.Load(), Served: served,
-		Progress: served + srv.prog.moved.Load(), Stuck: srv.stuck.Load(), Stalled: time.Duration(srv.stalled.Load())}
+		Progress: served + srv.prog.moved.Load(), Stuck: srv.stuck.Load(), Stalled: time.Duration(srv.stalled.Load()),
+		Requests: srv.reqs.stats()}
 }
 
-// close releases the access log file once serving is over.
+// close writes out the access log's last lines once serving is over.
 func (srv *server) close() error {
-	if srv.logFile != nil {
-		return srv.logFile.Close()
+	if srv.access == nil {
+		return nil
+	}
+	if n := srv.access.close(); n > 0 {
+		srv.log.Warn("access log lines dropped", "lines", n)
 	}
 	return nil
 }
@@ -357,12 +367,8 @@ func (srv *server) close() error {
 func workerMain(log, named *slog.Logger, app App, in, out *os.File) int {
 	// The final done message goes to fd 5, the protocol pipe, after the
 	// parent may have died; Go fails that write with EPIPE by itself. The
-	// log is another matter: Go ends a process with SIGPIPE for a broken
-	// pipe on fd 1 or 2, the worker's stderr and the stdout that goes
-	// there, and that pipe's reader may have gone with the parent (a
-	// shell pipeline's logger). Ignored, such a write fails instead, and
-	// the worker finishes its drain.
-	signal.Ignore(syscall.SIGPIPE)
+	// log is another matter, survivePipeBreaks' (workerEntry).
+	//
 	// A reload is the parent's business; a stray SIGHUP must not end a
 	// worker, which Go's default would.
 	signal.Ignore(syscall.SIGHUP)
@@ -538,7 +544,12 @@ func prepare(in *lineReader, out *lineWriter, wio workerIO, app App, logp *atomi
 		return nil, err
 	}
 	started.Store(rt)
-	if rt.srv, err = newServer(cfg.runtimeConfig, rt.h, rt.log); err != nil {
+	access, err := accessOutput(cfg.runtimeConfig)
+	if err != nil {
+		rt.stopApp(ctx)
+		return nil, fmt.Errorf("build runtime: %w", err)
+	}
+	if rt.srv, err = newServer(cfg.runtimeConfig, rt.h, rt.log, access); err != nil {
 		rt.stopApp(ctx)
 		return nil, fmt.Errorf("build runtime: %w", err)
 	}
@@ -738,6 +749,7 @@ func drainSignal(msgs <-chan message, rt *workerRuntime, out *lineWriter, log *s
 // failed message.
 func workerEntry(version string, args []string, appFlags *flag.FlagSet, app App) int {
 	nameProcess(programName()) // the parent's, as ps and pgrep show it
+	survivePipeBreaks()        // first: a refusal may be written to a broken pipe
 	sink := newLogSink(os.Stderr)
 	log := sink.logger()
 	named := nameLogger(log, os.Getenv(workerNameEnv))

@@ -261,7 +261,7 @@ func TestHTTP2StreamThatPausesAfterAFlushIsNotCut(t *testing.T) {
 			time.Sleep(2 * timeout) // longer than the write timeout, between writes
 		}
 	})
-	srv, err := newServer(runtimeConfig{WriteTimeout: timeout, IdleTimeout: 5 * time.Second, DrainTimeout: time.Second, TLS: id}, events, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := newServer(runtimeConfig{WriteTimeout: timeout, IdleTimeout: 5 * time.Second, DrainTimeout: time.Second, TLS: id}, events, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

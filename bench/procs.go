@@ -237,6 +237,10 @@ func (b *bench) serverCommand(kind string, w, port int) (argv, env []string) {
 	case "servery":
 		return []string{b.bin["servery"], "-workers", n, "-dir", b.site, "-addr", addr,
 			"-status-addr", "127.0.0.1:" + strconv.Itoa(port+1000)}, nil
+	case "servery-accesslog":
+		return []string{b.bin["servery"], "-workers", n, "-dir", b.site, "-addr", addr,
+			"-status-addr", "127.0.0.1:" + strconv.Itoa(port+1000),
+			"-access-log", filepath.Join(b.tmp, "logs", "access-"+strconv.Itoa(port)+".log")}, nil
 	case "servery-before":
 		return []string{b.cfg.before, "-workers", n, "-dir", b.site, "-addr", addr,
 			"-status-addr", "127.0.0.1:" + strconv.Itoa(port+1000)}, nil

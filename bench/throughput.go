@@ -106,6 +106,7 @@ func (b *bench) throughput() {
 		{"s1", "servery", "servery", 1, one, c.wrkCPU, "A"},
 		{"s2", "servery", "servery", 2, one, c.wrkCPU, "A"},
 		{"s4", "servery", "servery", 4, one, c.wrkCPU, "A"},
+		{"s4l", "servery, -access-log FILE", "servery-accesslog", 4, one, c.wrkCPU, "A"},
 		{"h1", "net/http FileServer", "nethttp", 1, one, c.wrkCPU, "A"},
 		{"b1", "bare net/http (same headers)", "barehttp", 1, one, c.wrkCPU, "A"},
 		{"n1", "nginx", "nginx", 1, one, c.wrkCPU, "A"},
@@ -250,6 +251,11 @@ func (b *bench) throughputTable(rows []row, results map[string][]trial, med map[
 			errorsOf(ts), num("%.2fx", ratio(med[r.id], med[href])), num("%.2fx", ratio(med[r.id], med[nref])),
 			num("%.0f", median(field(ts, func(t trial) float64 { return t.serverPct }))),
 			num("%.1f", maxOf(field(ts, func(t trial) float64 { return t.otherPct }))))
+	}
+	if med["s4l"] > 0 && med["s4"] > 0 {
+		b.rep.md("")
+		b.rep.mdf("The access log's cost: 4 workers writing every request's line to a file, through the parent, serve %s of the same build without it (%s against %s req/s, medians).",
+			num("%.3fx", ratio(med["s4l"], med["s4"])), num("%.0f", med["s4l"]), num("%.0f", med["s4"]))
 	}
 	b.rep.md("", "errors = wrk socket errors (connect+read+write+timeout) + non-2xx/3xx responses, summed over trials. The nginx reference is worker_processes 1 in group A and worker_processes 2 in group B.")
 	b.rep.mdf("server CPU = user+system time of the server's whole process tree during the measured run (median). other work on box = CPU time (/proc/stat user+nice+system+steal; irq/softirq left out) not used by the server or wrk, as %% of all %d CPUs, worst trial: anything above a few %% means another workload competed and the row is noisy.", b.box.ncpu)

@@ -96,6 +96,71 @@ m_rollback() {
 		'go func() { for range s.events {} }(); return err'
 }
 
+mutant one-writer "the parent writes every line a worker writes, whole, so -log-format json is one object a line, prints and stack dumps included" \
+	"workers write to the parent's stderr themselves" \
+	"TestJSONLogIsOneObjectALineWithPrintsPanicsDumpsAndAReload"
+m_one-writer() {
+	edit supervisor.go '	if s.cfg.Output != nil && cmd.Stderr == nil {' '	if false && s.cfg.Output != nil && cmd.Stderr == nil {'
+}
+
+mutant log-drop "a slow log drops the workers' lines and counts them; it never blocks a request" \
+	"a full queue waits for room" \
+	"TestASlowLogDropsWorkerLinesAndCountsThemWithoutSlowingRequests"
+m_log-drop() {
+	edit output.go '	if q.pending.Add(int64(len(b))) > outputQueueBytes {' '	if q.pending.Add(int64(len(b))) > outputQueueBytes && false {'
+	edit output.go '	select {
+	case q.queue <- b:
+	default:
+		q.pending.Add(-int64(len(b)))
+		q.dropped.Add(int64(lines))
+	}' '	q.queue <- b'
+}
+
+mutant sigpipe "a worker whose parent died while it logs drains and exits 0" \
+	"Go's SIGPIPE ends the worker at its first write to the broken pipe" \
+	"TestWorkerWhoseParentIsKilledWhileItLogsDrainsAndExits0"
+m_sigpipe() {
+	edit stdio_unix.go 'func survivePipeBreaks() { signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) }' 'func survivePipeBreaks() { _ = signal.Notify }'
+}
+
+mutant reopen "SIGUSR1 reopens the access log file: after a rotation, new lines go to a new file at the path" \
+	"the reopen keeps writing the moved file" \
+	"TestAccessLogFileLogsEveryRequestOnceAcrossRotations"
+m_reopen() {
+	edit accesslog.go 'func (a *accessFile) reopen() error {' 'func (a *accessFile) reopen() error {
+	if true {
+		return nil
+	}'
+}
+
+mutant access-skip "-access-log-skip leaves its paths out of the access log" \
+	"every path is logged" \
+	"TestAccessLogInJSONSkipsPathsAndCapsLongFields"
+m_access-skip() {
+	edit accesslog.go '		if al.skip[r.URL.Path] {' '		if false && al.skip[r.URL.Path] {'
+}
+
+mutant access-cap "a client-chosen field of an access line is cut at 2 KiB with a mark" \
+	"fields of any length" \
+	"TestAccessLogInJSONSkipsPathsAndCapsLongFields"
+m_access-cap() {
+	edit accesslog.go '	if len(s) <= maxAccessField {' '	if true {'
+}
+
+mutant request-metrics "the request metrics sum every worker that held a slot: they never go backwards at a respawn, a recycle or a reload" \
+	"a slot's status classes are its latest worker's alone" \
+	"TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload"
+m_request-metrics() {
+	edit reqmetrics.go '		a.Classes[i] += b.Classes[i]' '		a.Classes[i] = b.Classes[i]'
+}
+
+mutant handshake-flood "failed TLS handshakes are logged at most once a second, with a count of those left out" \
+	"every failed handshake is logged" \
+	"TestFailedTLSHandshakesAreLoggedAtMostOnceASecondWithACount"
+m_handshake-flood() {
+	edit logging.go '	if !h.last.IsZero() && now.Sub(h.last) < handshakeLogEvery {' '	if false && !h.last.IsZero() && now.Sub(h.last) < handshakeLogEvery {'
+}
+
 mutant panic-500 "a handler's panic is answered 500 (or cut off) and logged once, over HTTP/1.1 and HTTP/2" \
 	"net/http recovers it: an empty reply, the stack inside the message" \
 	"TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce"
@@ -828,7 +893,7 @@ mutant stdio "a program's prints, in init() too, go to the log, never to the pro
 	"the worker's stdout is the protocol's output pipe, as the design record had it" \
 	"TestProgramPrintsGoToTheLogNotTheProtocol TestPrintBeforeMainGoesToTheLog"
 m_stdio() {
-	edit supervisor.go 'cmd.Stdin, cmd.Stdout = nil, cmd.Stderr' 'cmd.Stdin, cmd.Stdout = nil, outW'
+	edit supervisor.go '		cmd.Stdout, cmd.Stderr = logEnds[0], logEnds[1] // the parent writes every line (output.go)' '		cmd.Stdout, cmd.Stderr = outW, logEnds[1]'
 }
 
 mutant pipes-cloexec "no child a worker starts holds the protocol's pipes" \
