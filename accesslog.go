@@ -223,9 +223,10 @@ func orDash(s string) string {
 // path: after logrotate moved it, new lines go to a new file, and no line
 // is split or lost between the two.
 type accessFile struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
+	path   string
+	mu     sync.Mutex
+	f      *os.File
+	closed bool // Close ran: a reopen after it opens nothing
 }
 
 func openAccessFile(path string) (*accessFile, error) {
@@ -246,21 +247,25 @@ func (a *accessFile) Write(b []byte) (int, error) {
 // reopen opens the file at its path again and closes the one it
 // replaces; if the open fails, the old file stays in use.
 func (a *accessFile) reopen() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
 	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("reopen access log: %w", err)
 	}
-	a.mu.Lock()
 	old := a.f
 	a.f = f
-	a.mu.Unlock()
 	return old.Close()
 }
 
-// Close closes the file.
+// Close closes the file; a reopen after it does nothing.
 func (a *accessFile) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.closed = true
 	return a.f.Close()
 }
 

@@ -114,8 +114,9 @@ type frontEnd struct {
 	log      *slog.Logger
 	sink     *logSink // log's output, which the workers' lines share (output.go)
 	// accessFile is the access log when it is a file, which SIGUSR1
-	// reopens; nil otherwise.
-	accessFile *accessFile
+	// reopens: set by runService, read by the signal's goroutine; nil
+	// otherwise.
+	accessFile atomic.Pointer[accessFile]
 	statusLn   net.Listener // -status-addr's, bound by run; nil: off
 	// The shutdown delay (-shutdown-delay): delaying is true from the
 	// stop request until the delay is over or skipped, and whichever of
@@ -257,7 +258,7 @@ func (fe *frontEnd) openAccessLog(path string) (io.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	fe.accessFile = f
+	fe.accessFile.Store(f)
 	return f, nil
 }
 
@@ -265,15 +266,16 @@ func (fe *frontEnd) openAccessLog(path string) (io.Writer, error) {
 // logrotate moved it (SIGUSR1). What was written before went to the old
 // file, whole; what is written after goes to the new one.
 func (fe *frontEnd) reopenLogs() {
-	if fe.accessFile == nil {
+	f := fe.accessFile.Load()
+	if f == nil {
 		fe.log.Info("reopen asked: no log file to reopen", "signal", "SIGUSR1")
 		return
 	}
-	if err := fe.accessFile.reopen(); err != nil {
-		fe.log.Error("cannot reopen the access log: still writing the old file", "path", fe.accessFile.path, "err", err)
+	if err := f.reopen(); err != nil {
+		fe.log.Error("cannot reopen the access log: still writing the old file", "path", f.path, "err", err)
 		return
 	}
-	fe.log.Info("access log reopened", "path", fe.accessFile.path)
+	fe.log.Info("access log reopened", "path", f.path)
 }
 
 // runService runs the service's generations until a stop is requested
@@ -289,8 +291,8 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 		log.Error("cannot build runtime", "generation", 1, "err", err)
 		return exitFailure
 	}
-	if fe.accessFile != nil {
-		defer fe.accessFile.Close()
+	if f := fe.accessFile.Load(); f != nil {
+		defer f.Close()
 	}
 	var out *workerOutput
 	if cfg.Workers > 1 {

@@ -11,7 +11,8 @@ package main
 // at rotation.
 //
 // A record a worker's logger wrote passes through as it is: it names its
-// generation, worker and pid already. Anything else (a raw line) is
+// generation, worker and pid already (a line that only looks like one, a
+// program's own slog output, passes through too, naming what it names). Anything else (a raw line) is
 // wrapped in a record of the log's format that names them, with its
 // stream; in JSON, the raw lines that arrive together, such as a stack
 // dump, become one record, so every line of the log is one object.
@@ -20,7 +21,7 @@ package main
 // pipes as fast as they fill into a bounded queue, and one goroutine
 // writes the queue out; when the queue is full, lines are dropped and
 // counted (/status, /metrics), never left in a pipe, where the worker's
-// next write would block. A worker ignores SIGPIPE (stdio_unix.go), so a
+// next write would block. A worker catches SIGPIPE (stdio_unix.go), so a
 // write after its parent died fails instead of killing it: it drains
 // and exits as it would have.
 
@@ -43,11 +44,11 @@ const (
 	// dumps.
 	outputQueueBytes = 4 << 20
 	// maxOutputLine is the longest line kept whole; a longer one is cut
-	// there, with outputCutMark, and the rest of it dropped.
+	// there, with outputCutMark (follower.next).
 	maxOutputLine = 64 << 10
 	// rawBlockWait is how long a block of raw lines waits for its next
 	// line, so a dump the runtime writes line by line stays one record.
-	rawBlockWait = 20 * time.Millisecond
+	rawBlockWait = 50 * time.Millisecond
 	// maxRawBlock bounds one record of raw lines.
 	maxRawBlock = 1 << 20
 )
@@ -217,7 +218,8 @@ func (f *follower) run() {
 }
 
 // next returns the next whole line, without its newline; a line over
-// maxOutputLine is cut there, with a mark, and the rest of it skipped.
+// maxOutputLine is cut there, with a mark, and the rest of it that has
+// arrived skipped (what comes after a pause is read as lines of its own).
 // A line the read deadline interrupted is kept for the next call; at the
 // end of the stream a last line without a newline is returned with the
 // error.
@@ -291,7 +293,7 @@ func (f *follower) flushRaw() {
 		slog.Int("generation", f.src.generation), slog.Int("worker", f.src.worker),
 		slog.Int("pid", f.src.pid), slog.String("stream", f.src.stream), text)
 	f.batch = append(f.batch, b.Bytes()...)
-	f.lines++
+	f.lines += len(f.raw) // dropped, they count as the lines they hold
 	f.raw, f.rawN = nil, 0
 }
 

@@ -30,7 +30,7 @@ var jsonServingRe = regexp.MustCompile(`"msg":"serving".*"url":"https?://([^/"]+
 // json, and waits until it serves.
 func startJSONServery(t *testing.T, args ...string) *servery {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...)...)
+	cmd := exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0", "-log-format", "json", "-marks", t.TempDir()}, args...)...)
 	cmd.Env = append(os.Environ(), mainEnv+"=1", appEnv+"=probe")
 	s := spawnServery(t, cmd)
 	deadline := time.Now().Add(10 * time.Second)
@@ -113,7 +113,7 @@ func TestJSONLogIsOneObjectALineWithPrintsPanicsDumpsAndAReload(t *testing.T) {
 	if code := s.wait(10 * time.Second); code != exitOK {
 		t.Fatalf("exit status %d; want 0", code)
 	}
-	dumped, printed, panicked := map[float64]bool{}, false, false
+	dumped, printed, panicked := map[float64]int{}, false, false
 	for _, rec := range jsonRecords(t, s.stderr) {
 		switch rec["msg"] {
 		case "handler panicked":
@@ -126,14 +126,16 @@ func TestJSONLogIsOneObjectALineWithPrintsPanicsDumpsAndAReload(t *testing.T) {
 			if line, _ := rec["line"].(string); strings.HasPrefix(line, "got request /") && rec["stream"] == "stdout" {
 				printed = true
 			}
-			if lines, _ := rec["lines"].([]any); len(lines) > 10 && lines[0] == "SIGQUIT: quit" {
-				dumped[pid] = true
+			// A dump is one record, or a few if the runtime paused
+			// for longer than rawBlockWait while it wrote.
+			if lines, _ := rec["lines"].([]any); len(lines) > 0 && (lines[0] == "SIGQUIT: quit" || dumped[pid] > 0) {
+				dumped[pid] += len(lines)
 			}
 		}
 	}
 	for _, pid := range pids {
-		if !dumped[float64(pid)] {
-			t.Errorf("no record holds worker pid %d's stack dump whole (%v):\n%s", pid, dumped, s.logs())
+		if dumped[float64(pid)] < 10 {
+			t.Errorf("worker pid %d's stack dump is not in records of its own, as lines (%v):\n%s", pid, dumped, s.logs())
 		}
 	}
 	if !printed || !panicked {
@@ -214,11 +216,16 @@ func logsEveryRequestOnceAcrossRotations(t *testing.T, workers string) {
 		if err != nil {
 			t.Fatalf("%v (every rotation should leave a file, the last one at the path)", err)
 		}
-		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 		if len(b) == 0 {
-			t.Errorf("%s is empty; want the lines written between its rotations", name)
+			// A rotation can fall between two of a worker's flushes
+			// (accessFlush); the last file gets at least the lines the
+			// stop flushes.
+			if k > rotations {
+				t.Errorf("%s is empty; want the lines written since the last rotation", name)
+			}
+			continue
 		}
-		for _, l := range lines {
+		for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
 			m := line.FindStringSubmatch(l)
 			if m == nil {
 				t.Errorf("%s: a line that is not one whole access line: %q", name, l)
@@ -361,7 +368,7 @@ func TestASlowLogDropsWorkerLinesAndCountsThemWithoutSlowingRequests(t *testing.
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-workers", "2", "-print", "-status-addr", "127.0.0.1:0")
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-workers", "2", "-print", "-status-addr", "127.0.0.1:0", "-marks", t.TempDir())
 	cmd.Env = append(os.Environ(), mainEnv+"=1", appEnv+"=probe")
 	s := &servery{t: t, cmd: cmd, stderr: filepath.Join(t.TempDir(), "stderr.log"), exited: make(chan struct{})}
 	logf, err := os.Create(s.stderr)

@@ -7,6 +7,9 @@ package main
 // held it (metrics.go), so they never go backwards at a respawn, a
 // recycle or a reload.
 //
+// A request whose handler hijacked its connection (a WebSocket) is left
+// out: what it sent and how long it stays are the handler's business.
+//
 // Classes, not codes: a client cannot make the series grow (every 404
 // and 418 it provokes is one 4xx), and an alert on 5xx rates needs no
 // more. Per-code counts belong in the access log.

@@ -737,7 +737,8 @@ func (s *Supervisor) logCounters(p *workerProc) {
 // workerProc is the parent's handle on one worker process. Its fields
 // stdin and stdout keep the design record's names for the protocol's
 // pipes: they are the parent's ends of the worker's fds 4 and 5, not the
-// worker's standard input and output (/dev/null, and its stderr).
+// worker's standard input and output (/dev/null, and a pipe the parent
+// reads, logs).
 type workerProc struct {
 	index      int // its slot
 	pid        int
@@ -825,10 +826,11 @@ const (
 // protocol's pipes as its fds 4 and 5, and starts the goroutines that
 // read its output and reap it, which send its events to events.
 //
-// The worker's stdin is /dev/null and its stdout is its stderr, where the
-// parent's logs go: whatever a program prints to stdout, from the first
-// line of the first init(), long before servery's code runs in it, lands
-// in the log. The design record (DESIGN, "Design record to code") put
+// The worker's stdin is /dev/null, and its stdout and stderr are pipes
+// the parent reads and writes to its log (output.go; without an Output,
+// both are the command's Stderr): whatever a program prints to stdout,
+// from the first line of the first init(), long before servery's code
+// runs in it, lands in the log. The design record (DESIGN, "Design record to code") put
 // the protocol on stdin and stdout, and a worker moved it off them once
 // its main ran; a print before that (a library that announces itself at
 // init) was a malformed protocol line, and every start rolled back.
@@ -974,8 +976,10 @@ func (s *Supervisor) reap(p *workerProc) {
 	p.status = p.cmd.Wait()
 	s.sweep(p)
 	close(p.exited)
-	// Its last lines come first: what it wrote, and what it printed as
-	// it died (a panic's trace), before its exit.
+	// Its last lines are read first: what it wrote, and what it printed
+	// as it died (a panic's trace), are queued for the log before its exit
+	// is reported (the queue's writer may still write them after the
+	// parent's own record of the exit).
 	linger, cancel := context.WithTimeout(context.Background(), time.Second) // a descendant may still hold a pipe
 	for _, done := range []chan struct{}{p.readerDone, p.logsDone} {
 		select {

@@ -247,14 +247,17 @@ func (srv *server) answered(w http.ResponseWriter, dw *drainWriter, q *inflightR
 	if q != nil {
 		srv.requests.remove(q)
 	}
-	status := 0
+	status, hijacked := 0, false
 	if dw != nil {
+		hijacked = dw.committed && dw.status == 0 // only Hijack commits without a status
 		dw.done()
 		status = dw.status
 	} else if sw, ok := w.(*streamWriter); ok {
 		status = sw.status
 	}
-	srv.reqs.observe(status, time.Since(start))
+	if !hijacked { // a hijacked connection's status and length are its own
+		srv.reqs.observe(status, time.Since(start))
+	}
 	srv.inflight.Add(-1)
 	if srv.served.Add(1) == srv.recycleAt {
 		close(srv.limitReached)
@@ -675,6 +678,7 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drainAsked <-chan struc
 	select {
 	case err := <-served:
 		rt.log.Error("serving stopped", "err", err)
+		rt.srv.close() // the access lines still buffered
 		return 1
 	case <-term:
 		cut()
