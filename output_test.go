@@ -123,8 +123,14 @@ func TestJSONLogIsOneObjectALineWithPrintsPanicsDumpsAndAReload(t *testing.T) {
 			if !ok || rec["worker"] == nil || rec["generation"] == nil || rec["stream"] == nil {
 				t.Errorf("an output record that does not name its worker: %v", rec)
 			}
-			if line, _ := rec["line"].(string); strings.HasPrefix(line, "got request /") && rec["stream"] == "stdout" {
-				printed = true
+			text := []any{rec["line"]}
+			if lines, ok := rec["lines"].([]any); ok {
+				text = lines // prints that came together
+			}
+			for _, line := range text {
+				if line, _ := line.(string); strings.HasPrefix(line, "got request /") && rec["stream"] == "stdout" {
+					printed = true
+				}
 			}
 			// A dump is one record, or a few if the runtime paused
 			// for longer than rawBlockWait while it wrote.
