@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,19 +102,19 @@ func newAccessLog(w io.Writer, asJSON bool, skip []string) *accessLog {
 // log adds the request's line.
 func (al *accessLog) log(r *http.Request, rec *statusRecorder, start time.Time) {
 	now := time.Now()
-	var line []byte
-	if al.json {
-		line = jsonAccessLine(r, rec, now, now.Sub(start))
-	} else {
-		line = combinedLine(r, rec, now, now.Sub(start))
-	}
 	al.mu.Lock()
-	if al.closed || len(al.buf)+len(line) > accessBufMax {
+	if al.closed || len(al.buf) > accessBufMax {
 		al.mu.Unlock()
 		al.dropped.Add(1)
 		return
 	}
-	al.buf = append(al.buf, line...)
+	// Formatted in place, at the end of the buffer: no line of its own
+	// to allocate and copy.
+	if al.json {
+		al.buf = appendJSONAccess(al.buf, r, rec, now, now.Sub(start))
+	} else {
+		al.buf = appendCombined(al.buf, r, rec, now, now.Sub(start))
+	}
 	full := len(al.buf) >= accessBatch
 	al.mu.Unlock()
 	if full {
@@ -170,12 +171,47 @@ func (al *accessLog) close() int64 {
 	return al.dropped.Load()
 }
 
-// combinedLine is the combined log format, with the duration appended.
-func combinedLine(r *http.Request, rec *statusRecorder, now time.Time, took time.Duration) []byte {
-	return fmt.Appendf(nil, "%s - - [%s] %q %d %d %q %q %dus\n",
-		r.RemoteAddr, now.Format("02/Jan/2006:15:04:05 -0700"),
-		capField(r.Method+" "+r.RequestURI+" "+r.Proto), rec.status, rec.bytes,
-		capField(orDash(r.Referer())), capField(orDash(r.UserAgent())), took.Microseconds())
+// appendCombined appends the request's line in the combined log format,
+// with the duration appended, to b. Quoted as Go quotes a string, which
+// escapes whatever a client put in the request line or its headers.
+func appendCombined(b []byte, r *http.Request, rec *statusRecorder, now time.Time, took time.Duration) []byte {
+	b = append(b, r.RemoteAddr...)
+	b = append(b, " - - ["...)
+	b = append(b, clfTime(now)...)
+	b = append(b, "] "...)
+	b = strconv.AppendQuote(b, capField(r.Method+" "+r.RequestURI+" "+r.Proto))
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(rec.status), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, rec.bytes, 10)
+	b = append(b, ' ')
+	b = strconv.AppendQuote(b, capField(orDash(r.Referer())))
+	b = append(b, ' ')
+	b = strconv.AppendQuote(b, capField(orDash(r.UserAgent())))
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, took.Microseconds(), 10)
+	return append(b, "us\n"...)
+}
+
+// clfStamp is the combined format's time of one second.
+type clfStamp struct {
+	sec int64
+	s   string
+}
+
+// clfNow is the last second formatted: a time is formatted once a
+// second, not once a request.
+var clfNow atomic.Pointer[clfStamp]
+
+// clfTime returns now as the combined format writes it.
+func clfTime(now time.Time) string {
+	sec := now.Unix()
+	if c := clfNow.Load(); c != nil && c.sec == sec {
+		return c.s
+	}
+	s := now.Format("02/Jan/2006:15:04:05 -0700")
+	clfNow.Store(&clfStamp{sec: sec, s: s})
+	return s
 }
 
 // accessRecord is a JSON access line: the keys of a log record (time,
@@ -195,12 +231,13 @@ type accessRecord struct {
 	DurationUS int64  `json:"duration_us"`
 }
 
-func jsonAccessLine(r *http.Request, rec *statusRecorder, now time.Time, took time.Duration) []byte {
-	b, _ := json.Marshal(accessRecord{Time: now.Format(time.RFC3339Nano), Level: "INFO", Msg: "access",
+// appendJSONAccess appends the request's line as a JSON object to b.
+func appendJSONAccess(b []byte, r *http.Request, rec *statusRecorder, now time.Time, took time.Duration) []byte {
+	line, _ := json.Marshal(accessRecord{Time: now.Format(time.RFC3339Nano), Level: "INFO", Msg: "access",
 		Remote: r.RemoteAddr, Method: capField(r.Method), URI: capField(r.RequestURI), Proto: r.Proto,
 		Status: rec.status, Bytes: rec.bytes, Referer: capField(r.Referer()), UserAgent: capField(r.UserAgent()),
 		DurationUS: took.Microseconds()})
-	return append(b, '\n')
+	return append(append(b, line...), '\n')
 }
 
 // capField cuts a field a client chose at maxAccessField bytes, with a

@@ -167,26 +167,59 @@ type outputSource struct {
 func (o *workerOutput) follow(r *os.File, src outputSource, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
-	f := &follower{o: o, q: o.logs, src: src, r: r, br: bufio.NewReaderSize(r, maxOutputLine)}
 	if src.stream == "access" {
-		f.q, f.verbatim = o.access, true
+		forward(r, o.access)
+		return
 	}
+	f := &follower{o: o, q: o.logs, src: src, r: r, br: bufio.NewReaderSize(r, maxOutputLine)}
 	f.run()
+}
+
+// forward passes a worker's access lines on as they come: every whole
+// line a read brings goes out in one batch, the rest waits for its end.
+// It looks at no line, so the access log costs the parent a read, a
+// copy and a write for each batch a worker flushed.
+func forward(r io.Reader, q *outputQueue) {
+	buf := make([]byte, 64<<10)
+	var tail []byte // a line not yet whole
+	for {
+		n, err := r.Read(buf)
+		data := buf[:n]
+		if len(tail) > 0 {
+			data = append(tail, data...)
+			tail = nil
+		}
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			q.put(bytes.Clone(data[:i+1]), bytes.Count(data[:i+1], []byte{'\n'}))
+			data = data[i+1:]
+		}
+		switch {
+		case len(data) > maxOutputLine: // no line is this long: cut it
+			q.put(append(append(bytes.Clone(data[:maxOutputLine]), outputCutMark...), '\n'), 1)
+		case len(data) > 0:
+			tail = bytes.Clone(data)
+		}
+		if err != nil {
+			if len(tail) > 0 {
+				q.put(append(tail, '\n'), 1)
+			}
+			return
+		}
+	}
 }
 
 // follower is one stream's reader; only follow's goroutine uses it.
 type follower struct {
-	o        *workerOutput
-	q        *outputQueue
-	verbatim bool // access lines: passed on as they are
-	src      outputSource
-	r        *os.File
-	br       *bufio.Reader
-	batch    []byte // lines for the next put
-	lines    int
-	raw      []string // a block of raw lines not yet wrapped
-	rawN     int      // their bytes
-	partial  []byte   // a line a read deadline interrupted
+	o       *workerOutput
+	q       *outputQueue
+	src     outputSource
+	r       *os.File
+	br      *bufio.Reader
+	batch   []byte // lines for the next put
+	lines   int
+	raw     []string // a block of raw lines not yet wrapped
+	rawN    int      // their bytes
+	partial []byte   // a line a read deadline interrupted
 }
 
 func (f *follower) run() {
@@ -258,7 +291,7 @@ func (f *follower) next() ([]byte, error) {
 // add takes one line: a worker's own record passes through; a raw line
 // joins the block that is wrapped in a record.
 func (f *follower) add(line []byte) {
-	if f.verbatim || f.o.sink.isRecord(line) {
+	if f.o.sink.isRecord(line) {
 		f.flushRaw()
 		f.batch = append(append(f.batch, line...), '\n')
 		f.lines++
