@@ -1342,7 +1342,7 @@ mutant accesslog-bytes "the access log's size is the body bytes written: 0 for H
 	"the size is the Content-Length header" \
 	"TestAccessLogWritesOneCombinedLinePerRequest"
 m_accesslog-bytes() {
-	edit accesslog.go 'rec.status, rec.bytes,' 'rec.status, func() (n int64) { fmt.Sscan(rec.Header().Get("Content-Length"), &n); return max(n, rec.bytes) }(),'
+	edit accesslog.go '	b = strconv.AppendInt(b, rec.bytes, 10)' '	b = strconv.AppendInt(b, func() (n int64) { fmt.Sscan(rec.Header().Get("Content-Length"), &n); return max(n, rec.bytes) }(), 10)'
 }
 
 mutant status-field-name "every /status field README names is there under its name" \
