@@ -170,9 +170,8 @@ func (h *probeHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.p.deadlock.Lock() // never unlocked
 	case "/panic": // a handler's bug
 		panic("probe panic")
-	case "/spin": // computes for 20 ms, as a CPU-bound handler does
-		for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
-		}
+	case "/hog": // computes for -slow, letting nothing else in its worker run (hang_linux_test.go)
+		hog(h.p.slow)
 	case "/stream": // a chunk every 100 ms for -slow, as a server-sent event stream does
 		for end := time.Now().Add(h.p.slow); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 			fmt.Fprintf(rw, "data: %d\n\n", time.Now().UnixNano())

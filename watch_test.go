@@ -1,6 +1,6 @@
 package main
 
-// watch_test.go: a worker that hangs is found, its stacks logged, killed
+// watch_test.go (and hang_linux_test.go): a worker that hangs is found, its stacks logged, killed
 // and respawned; a healthy one never is; one over its memory is recycled.
 
 import (
@@ -291,25 +291,6 @@ func TestDeadlockedHandlerIsFoundHungWithinTheTimeout(t *testing.T) {
 	waitLog(t, s, `msg="worker respawned" generation=1 worker=`+m[1]+` old_pid=`+m[2])
 	if n := scrape(t, addr)[`servery_worker_hangs_total{slot="`+m[1]+`"}`]; n < 1 {
 		t.Errorf(`servery_worker_hangs_total{slot="%s"} = %v; want at least 1`, m[1], n)
-	}
-}
-
-func TestWorkerBusyWithItsOwnRequestsIsNeverFoundHung(t *testing.T) {
-	skipWithoutWorkers(t)
-	// 64 clients of a handler that computes for 20 ms: each worker's CPU
-	// is taken by its handlers, so the probe's answers come late, at the
-	// lowest -worker-timeout there is. Late is not hung: the worker
-	// finishes requests, and it runs.
-	s, _ := startProbeWithStatus(t, "-workers", "2", "-worker-timeout", "1s")
-	l := startLoad(t, s.addr, "/spin", 64)
-	deadline := time.Now().Add(time.Minute)
-	for l.ok.Load() < 1500 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	l.stopLoad()
-	if strings.Contains(s.logs(), "worker hung") || l.ok.Load() == 0 || l.refused.Load()+l.other.Load() != 0 {
-		t.Errorf("%d answered, %d refused, %d failed; a worker busy with its own requests was found hung:\n%s",
-			l.ok.Load(), l.refused.Load(), l.other.Load(), s.logs())
 	}
 }
 
