@@ -1,7 +1,8 @@
 package main
 
-// watch_test.go (and hang_linux_test.go): a worker that hangs is found, its stacks logged, killed
-// and respawned; a healthy one never is; one over its memory is recycled.
+// watch_test.go: a worker that hangs is found, its stacks logged, killed
+// and respawned; a healthy one never is (a busy one: hang_linux_test.go);
+// one over its memory is recycled.
 
 import (
 	"bufio"
