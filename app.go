@@ -92,6 +92,7 @@ type App struct {
 // concurrent use.
 type Control struct {
 	reload func(ctx context.Context) error
+	scale  func(ctx context.Context, n int) error
 	stop   func()
 }
 
@@ -101,6 +102,16 @@ type Control struct {
 // asked for while one runs wait for it and are answered by one more.
 // ctx bounds only the wait: the reload goes on, and a stop cuts it short.
 func (c *Control) Reload(ctx context.Context) error { return c.reload(ctx) }
+
+// Scale sets the number of worker processes to n, as SIGTTIN and SIGTTOU
+// add and remove one, and blocks until n serve or adding one failed; the
+// error then names the worker, and the count stays at what serves. New
+// workers start through the startup barrier one at a time, each told
+// the new count (Worker.Count); the highest slots go first, with the
+// usual drain. The count holds across reloads. n is at least 2 and at
+// most -workers' bound; direct mode (-workers 1) cannot scale. ctx
+// bounds only the wait.
+func (c *Control) Scale(ctx context.Context, n int) error { return c.scale(ctx, n) }
 
 // Stop begins the stop, as the first SIGTERM does, and returns at once;
 // Main returns once the stop has run its course.

@@ -43,6 +43,7 @@ func probeApp(fs *flag.FlagSet) App {
 	fs.DurationVar(&p.slow, "slow", 500*time.Millisecond, "how long /slow takes, and a slow start")
 	fs.Var((*byteSize)(&p.ballast), "ballast", "resident bytes every worker's start allocates, touches and keeps")
 	fs.IntVar(&p.parentReloads, "parent-reloads", 0, "reloads the program's parent asks for through Control, then it stops; 0: no Parent")
+	fs.IntVar(&p.parentScale, "parent-scale", 0, "the worker count the program's parent asks for through Control before its reloads; 0: none")
 	fs.BoolVar(&p.print, "print", false, "print a line to stdout in the start step and in every request, as a debugging program does")
 	fs.StringVar(&p.healthFault, "health-fault", "", "hang-once: the first -fault-worker's health check never returns (ignoring its context); later ones pass. hang: every worker's, every time, as a database every worker waits on does. fail: every check of the first -fault-worker process returns an error (its replacement's pass)")
 	fs.BoolVar(&p.slowAlive, "slow-alive", false, "/slow tells servery it is alive (Alive) every tenth of -slow")
@@ -54,11 +55,19 @@ func probeApp(fs *flag.FlagSet) App {
 }
 
 // parent is the probe's App.Parent: once serving, it asks for
-// -parent-reloads reloads one after another, marks each result as
+// the -parent-scale count, if any, and marks its result as parent-scale;
+// then -parent-reloads reloads one after another, marks each result as
 // parent-reload-N (its text: ok, or the error), then asks for the stop.
 func (p *probe) parent(ctx context.Context, c *Control) {
 	if p.parentReloads == 0 {
 		return
+	}
+	if p.parentScale > 0 {
+		result := "ok"
+		if err := c.Scale(ctx, p.parentScale); err != nil {
+			result = err.Error()
+		}
+		os.WriteFile(filepath.Join(p.marks, "parent-scale"), []byte(result), 0o644)
 	}
 	for i := 1; i <= p.parentReloads; i++ {
 		result := "ok"
@@ -75,7 +84,7 @@ type probe struct {
 	marks, startFault, stopFault string
 	faultWorker, faultGeneration int
 	stopFaultGeneration          int
-	parentReloads                int
+	parentReloads, parentScale   int
 	slow                         time.Duration
 	ballast                      int64
 	print                        bool

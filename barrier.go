@@ -338,7 +338,7 @@ func (s *Supervisor) barrier(ctx context.Context, procs []*workerProc, events <-
 // workerConfig is the config message for the worker in slot index, with
 // the session ticket keys as they are now and its own recycling limits.
 func (s *Supervisor) workerConfig(index int, keys [][]byte) *workerConfig {
-	cfg := workerConfig{Index: index, Count: s.cfg.Workers, Generation: s.cfg.Generation,
+	cfg := workerConfig{Index: index, Count: int(s.count.Load()), Generation: s.cfg.Generation,
 		StartupTimeout: s.cfg.StartupTimeout, ForceTimeout: s.cfg.ForceTimeout, runtimeConfig: s.cfg.Runtime}
 	cfg.TicketKeys = keys
 	cfg.AcceptPace = acceptPace // workers share the socket: balance it

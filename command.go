@@ -91,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	fe.delay = cfg.ShutdownDelay
 	watchSignals(fe)
 	watchReopens(fe)
+	watchScaling(fe)
+	refuseUpgrades(fe)
 	fe.n = newNotifier(log)
 	return runService(cfg, app, ln, fe)
 }
@@ -110,6 +112,7 @@ type frontEnd struct {
 	hurry    context.Context // cancelled by the second signal: skip the rest of the drain
 	cut      context.CancelFunc
 	reloads  *reloader // SIGHUPs, coalesced
+	scales   chan int  // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
 	n        *notifier // sd_notify
 	log      *slog.Logger
 	sink     *logSink // log's output, which the workers' lines share (output.go)
@@ -133,7 +136,7 @@ type frontEnd struct {
 }
 
 func newFrontEnd(log *slog.Logger) *frontEnd {
-	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{})}
+	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{}), scales: make(chan int, 16)}
 	fe.hurry, fe.cut = context.WithCancel(context.Background())
 	return fe
 }
@@ -190,10 +193,10 @@ func (fe *frontEnd) shutdownDelay(svc *Service) {
 }
 
 // startParent runs app.Parent, if the program has one, in a goroutine of
-// its own, with a Control over reload and the front end's stop. Its
+// its own, with a Control over svc's reload and scale and the front end's stop. Its
 // context ends when the stop begins or when the returned cancel is
 // called, as the mode returns.
-func (fe *frontEnd) startParent(app App, reload func(context.Context) error) (cancel func()) {
+func (fe *frontEnd) startParent(app App, svc *Service) (cancel func()) {
 	if app.Parent == nil {
 		return func() {}
 	}
@@ -205,7 +208,7 @@ func (fe *frontEnd) startParent(app App, reload func(context.Context) error) (ca
 		case <-ctx.Done():
 		}
 	}()
-	c := &Control{reload: reload, stop: func() { fe.requestStop("by", "program") }}
+	c := &Control{reload: svc.Reload, scale: svc.Scale, stop: func() { fe.requestStop("by", "program") }}
 	go app.Parent(ctx, c)
 	return cancel
 }
@@ -241,6 +244,18 @@ func watchSignals(fe *frontEnd) {
 		fe.log.Warn("second signal: skipping the rest of the drain", "signal", sig.String(), "generation", fe.generation.Load())
 		fe.cut()
 	}()
+}
+
+// passScales hands svc the scales the signals ask for until it ends.
+func (fe *frontEnd) passScales(svc *Service) {
+	for {
+		select {
+		case delta := <-fe.scales:
+			svc.requestScale(delta)
+		case <-svc.done:
+			return
+		}
+	}
 }
 
 // openAccessLog returns where the access log goes, which the parent
@@ -316,6 +331,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	}
 	fe.generation.Store(1)
 	go fe.reloads.run(svc.requestReload, svc.done)
+	go fe.passScales(svc)
 	if fe.statusLn != nil {
 		st := serveStatus(fe.statusLn, svc, log)
 		defer st.close()
@@ -340,7 +356,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	}
 	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", cfg.Workers,
 		"pids", fmt.Sprint(svc.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
-	defer fe.startParent(app, svc.Reload)()
+	defer fe.startParent(app, svc)()
 	err = svc.Wait()
 	gen := svc.state().Serving
 	if err != nil {

@@ -52,6 +52,39 @@ func TestControlReloadReportsWhyItFailed(t *testing.T) {
 	})
 }
 
+func TestProgramScalesThroughControlAndTheCountHoldsAcrossItsReload(t *testing.T) {
+	skipWithoutWorkers(t)
+	ns := newNotifySocket(t)
+	s, marks := startProbeServery(t, ns, "-workers", "2", "-parent-scale", "3", "-parent-reloads", "1")
+	if code := s.wait(20 * time.Second); code != exitOK {
+		t.Fatalf("exit status %d; want %d after the program's own stop", code, exitOK)
+	}
+	if got := readMark(t, marks, "parent-scale"); got != "ok" {
+		t.Errorf("Control.Scale(3) = %q; want ok", got)
+	}
+	if got := readMark(t, marks, "parent-reload-1"); got != "ok" {
+		t.Errorf("Control.Reload = %q; want ok", got)
+	}
+	// The added worker, and every worker of the reload, is told the count.
+	for _, want := range []string{"identity-2-of-3-gen-1", "identity-0-of-3-gen-2", "identity-2-of-3-gen-2"} {
+		if _, err := os.Stat(filepath.Join(marks, want)); err != nil {
+			t.Errorf("no mark %s: %v", want, err)
+		}
+	}
+	s.assertNoWorkersLeft()
+}
+
+func TestControlScaleInDirectModeSaysItCannot(t *testing.T) {
+	ns := newNotifySocket(t)
+	s, marks := startProbeServery(t, ns, "-workers", "1", "-parent-scale", "2", "-parent-reloads", "1")
+	if code := s.wait(20 * time.Second); code != exitOK {
+		t.Fatalf("exit status %d; want %d after the program's own stop", code, exitOK)
+	}
+	if got := readMark(t, marks, "parent-scale"); !strings.Contains(got, "direct mode (-workers 1)") {
+		t.Errorf("Control.Scale(2) in direct mode = %q; want it to say direct mode cannot", got)
+	}
+}
+
 // readMark returns the text of the probe's marker file name, or "".
 func readMark(t *testing.T, marks, name string) string {
 	t.Helper()

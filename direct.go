@@ -61,7 +61,7 @@ func newDirectRuntime(cfg *config, app App, ln net.Listener, log *slog.Logger, a
 // generation returns direct mode's generation n, which reports the
 // server's failure through lost while it serves. The ticket keys are the
 // server's, installed by promote.
-func (rt *directRuntime) generation(n int, _ [][]byte, r reports) generation {
+func (rt *directRuntime) generation(n, _ int, _ [][]byte, r reports) generation {
 	d := &directGen{rt: rt, n: n, lost: r.lost, done: make(chan struct{})}
 	rt.countOnce.Do(func() {
 		rt.counts = r.counts
@@ -143,6 +143,14 @@ func (d *directGen) promote(seq uint64, keys [][]byte) error {
 func (d *directGen) replace(context.Context, int, bool) (replacement, error) {
 	return replacement{}, errors.New("direct mode has no worker to replace")
 }
+
+// grow and shrink have nothing to do in direct mode, which the Service
+// never scales (scale.go).
+func (d *directGen) grow(context.Context, int, int) (replacement, error) {
+	return replacement{}, errScaleDirect
+}
+
+func (d *directGen) shrink(int, int) error { return errScaleDirect }
 
 // beginStop begins the generation's stop in a goroutine of its own. The
 // generation still current drains the server, as the end of the service;

@@ -50,6 +50,8 @@ type servingSlots struct {
 	ctx       context.Context // ends when gen stops serving: its replacements roll back
 	cancel    context.CancelFunc
 	byIndex   map[int]*slotState // by slot index
+	count     int                // its slots, 0 to count-1; scale.go changes it
+	growing   bool               // a slot is being added (scale.go)
 	recycling bool               // a recycle runs, or its old worker drains: one at a time, so at most N+1 workers live
 	queued    []recycleAsk       // workers that asked to be recycled meanwhile, in order
 }
@@ -89,6 +91,7 @@ func newServingSlots(gen generation) *servingSlots {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for i, pid := range gen.pids() {
 		h.byIndex[i] = &slotState{pid: pid, since: h.began}
+		h.count++
 	}
 	return h
 }
@@ -143,7 +146,7 @@ func (v *Service) onWorkerLost(l *life, ev evLost) {
 	switch {
 	case l.ending:
 		v.log.Info("worker lost as the service ends", "generation", ev.gen.number(), "worker", we.Index)
-	case !s.busy && we.PID != s.pid:
+	case we.Index >= l.slots.count || !s.busy && we.PID != s.pid: // its slot removed, or taken over
 		v.log.Info("worker lost after it left its slot", "generation", ev.gen.number(), "worker", we.Index, "pid", we.PID)
 	case !errors.Is(ev.err, errHung) && v.overBudget(l, time.Now(), ev.err):
 	case s.busy:
@@ -243,8 +246,11 @@ func (v *Service) replaceIn(h *servingSlots, slot int, recycle bool) {
 // onRespawn respawns a slot whose backoff ended, if its generation still
 // serves.
 func (v *Service) onRespawn(l *life, ev evRespawn) {
-	if l.slots != nil && ev.gen == l.slots.gen {
-		l.slots.slot(ev.slot).respawn = nil
+	if l.slots == nil || ev.gen != l.slots.gen || ev.slot >= l.slots.count {
+		return
+	}
+	if s := l.slots.slot(ev.slot); s.respawn != nil { // else cancelled as it fired
+		s.respawn = nil
 		v.respawn(l, ev.slot)
 	}
 }
@@ -253,7 +259,7 @@ func (v *Service) onRespawn(l *life, ev evRespawn) {
 // recycle, if none runs.
 func (v *Service) onRecycle(l *life, ev evRecycle) {
 	h := l.slots
-	if h == nil || ev.gen != h.gen || l.ending {
+	if h == nil || ev.gen != h.gen || l.ending || ev.slot >= h.count {
 		return
 	}
 	s := h.slot(ev.slot)
@@ -378,6 +384,7 @@ func (v *Service) onReplaced(l *life, ev evReplaced) {
 		}
 	}
 	v.nextRecycle(l)
+	v.nextScale(l) // a removal may have waited for this slot
 }
 
 // awaitRetired sends evRetired once the old worker of a recycle that

@@ -59,6 +59,12 @@ type generation interface {
 	// and blocks until it serves in place of the old one, which a recycle
 	// then retires, or until it failed and is gone (slot.go).
 	replace(ctx context.Context, slot int, recycle bool) (replacement, error)
+	// grow starts a worker in a new slot past the last, through a
+	// barrier of its own, and blocks until it serves or has failed and
+	// is gone; shrink retires the last slot's worker, and does not
+	// block. count is the number of workers after either (scale.go).
+	grow(ctx context.Context, slot, count int) (replacement, error)
+	shrink(slot, count int) error
 	number() int
 	pids() []int
 	// workers returns what each of its worker processes is doing now,
@@ -123,6 +129,18 @@ type (
 		gen  generation
 		slot int
 	}
+
+	// Scaling's (scale.go):
+	evScale struct { // Scale (n), or SIGTTIN and SIGTTOU (delta 1 or -1, reply nil)
+		n, delta int
+		reply    chan error
+	}
+	evGrown struct { // a grow returned
+		gen  generation
+		slot int
+		r    replacement
+		err  error
+	}
 )
 
 // lifeState is a snapshot of run's state: generation numbers, 0 for
@@ -150,6 +168,8 @@ type life struct {
 	reload   bool         // one more reload is due (queued may hold only SIGHUP's nil)
 	keySeq   uint64
 	slots    *servingSlots  // the serving generation's slots (heal.go)
+	target   int            // how many workers the service runs: -workers, then what scales set (scale.go)
+	scales   []chan error   // scales waiting for the target to serve (a signal's is nil)
 	losses   []time.Time    // workers lost within the policy's window, for its budget
 	leaving  bool           // a stop was asked for with a shutdown delay, which runs: not ready, serving on
 	stats    statusSnapshot // what happened so far, for the status listener (its counts only)
@@ -203,6 +223,10 @@ func (v *Service) run() {
 			v.onReplaced(l, ev)
 		case evRetired:
 			v.onRetired(l, ev)
+		case evScale:
+			v.onScale(l, ev)
+		case evGrown:
+			v.onGrown(l, ev)
 		}
 	}
 	v.ln.Close()
@@ -219,7 +243,7 @@ func (v *Service) onStart(l *life, ev evStart) {
 	case l.ending:
 		ev.reply <- errStoppedFirst
 	default:
-		l.started = true
+		l.started, l.target = true, v.workers
 		v.begin(l, ev.ctx, []chan error{ev.reply})
 	}
 }
@@ -271,7 +295,7 @@ func (v *Service) begin(l *life, ctx context.Context, replies []chan error) {
 		keys = v.keys.current()
 	}
 	var gen generation
-	gen = v.build(l.numbered, keys, reports{
+	gen = v.build(l.numbered, l.target, keys, reports{
 		lost: func(err error) { v.send(evLost{gen, err}) },
 		recycle: func(slot, pid int, limit, why string) {
 			v.send(evRecycle{gen: gen, slot: slot, pid: pid, limit: limit, why: why})
@@ -302,6 +326,7 @@ func (v *Service) onStarted(l *life, ev evStarted) {
 	}
 	v.next(l)
 	v.nextRecycle(l) // a recycle may have waited for this reload
+	v.nextScale(l)   // and a scale
 }
 
 // started decides what a generation whose Start returned becomes, and
@@ -362,7 +387,7 @@ func (v *Service) promote(l *life, gen generation) error {
 	}
 	l.slots = newServingSlots(gen)
 	if old == nil {
-		v.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", v.workers))
+		v.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", l.target))
 		if v.keys != nil {
 			go v.rotateEvery(ticketKeyRotation)
 		}
@@ -371,7 +396,7 @@ func (v *Service) promote(l *life, gen generation) error {
 	v.log.Info("reloaded", "generation", gen.number(), "retiring", old.number(), "pids", fmt.Sprint(gen.pids()))
 	l.stats.ReloadsOK++
 	l.stats.LastReload = &reloadResult{Generation: gen.number(), Result: "ok", At: time.Now()}
-	v.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving with %d workers", gen.number(), v.workers))
+	v.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving with %d workers", gen.number(), l.target))
 	l.retiring = old
 	v.stop(l, old, nil)
 	return nil

@@ -285,8 +285,8 @@ func TestDirectGenerationReadyAsTheEndBeganStopsByTheForceDeadline(t *testing.T)
 	}
 	rt, ln, log := directTestRuntime(t, app, 500*time.Millisecond, time.Second)
 	hold := make(chan struct{})
-	svc := newService(ln, log, 1, func(n int, keys [][]byte, r reports) generation {
-		gen := rt.generation(n, keys, r)
+	svc := newService(ln, log, 1, func(n, _ int, keys [][]byte, r reports) generation {
+		gen := rt.generation(n, 1, keys, r)
 		if n == 2 {
 			return &heldStart{generation: gen, hold: hold}
 		}
@@ -329,11 +329,11 @@ func TestDirectServerLostAsAReloadPromotesEndsTheService(t *testing.T) {
 	}
 	rt, ln, log := directTestRuntime(t, app, 5*time.Second, 10*time.Second)
 	var first reports
-	svc := newService(ln, log, 1, func(n int, keys [][]byte, r reports) generation {
+	svc := newService(ln, log, 1, func(n, _ int, keys [][]byte, r reports) generation {
 		if n == 1 {
 			first = r
 		}
-		return rt.generation(n, keys, r)
+		return rt.generation(n, 1, keys, r)
 	})
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -292,6 +292,8 @@ func (p *metricsPage) write(w io.Writer) {
 	m.family("servery_reloads_total", "counter", "Reloads, by result: ok (the new generation serves) or failed (rolled back; the old one serves on).")
 	m.sample("servery_reloads_total", "result", "ok", s.ReloadsOK)
 	m.sample("servery_reloads_total", "result", "failed", s.ReloadsFailed)
+	m.gauge("servery_worker_slots", "The serving generation's worker slots, one being added included: -workers, then what SIGTTIN, SIGTTOU and Control.Scale make it.", int64(s.Workers))
+	m.gauge("servery_worker_slots_target", "How many worker slots the service runs to: -workers, or the last scale's count.", int64(s.Target))
 	m.gauge("servery_generation", "The serving generation's number: 1 at start; every reload numbers a new generation, one that fails too, so a reload that succeeds after failed ones skips theirs; 0 before the first serves.", int64(s.Serving))
 	m.gauge("servery_ready", "1 while /readyz answers 200: a generation serves and no stop has begun; 0 otherwise.", boolInt(s.Ready))
 	m.family("servery_start_time_seconds", "gauge", "When the servery process started, in seconds since the Unix epoch.")

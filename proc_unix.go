@@ -25,6 +25,45 @@ func watchReopens(fe *frontEnd) {
 	}()
 }
 
+// watchScaling turns SIGTTIN into one worker more and SIGTTOU into one
+// less, as gunicorn does, and keeps either from stopping the parent,
+// which is their default for a process with a terminal. The Service
+// takes them once it runs (runService); until then they wait in
+// fe.scales, and more than it holds are dropped.
+func watchScaling(fe *frontEnd) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTTIN, syscall.SIGTTOU)
+	go func() {
+		for sig := range sigs {
+			delta, name := 1, "SIGTTIN"
+			if sig == syscall.SIGTTOU {
+				delta, name = -1, "SIGTTOU"
+			}
+			fe.log.Info("scale requested", "signal", name, "generation", fe.generation.Load())
+			select {
+			case fe.scales <- delta:
+			default:
+				fe.log.Warn("scale dropped: too many asked for before the service runs", "signal", name)
+			}
+		}
+	}()
+}
+
+// refuseUpgrades keeps SIGUSR2, which nginx and gunicorn take as "upgrade
+// the binary", from ending the parent, Go's default for it, and says
+// what does that here: a reload runs a new binary's workers, and the
+// parent's own code changes only with a restart.
+func refuseUpgrades(fe *frontEnd) {
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	go func() {
+		for range usr2 {
+			fe.log.Warn("upgrade ignored: SIGHUP reloads the workers from the executable on disk; the parent runs new code only after a restart",
+				"signal", "SIGUSR2", "generation", fe.generation.Load())
+		}
+	}()
+}
+
 // multiWorker reports whether this platform can share a listener with
 // worker processes.
 const multiWorker = true

@@ -46,5 +46,12 @@ func accessOutput(runtimeConfig) (io.Writer, error) { return nil, errNoWorkers }
 // way of moving a file that is open does not work there.
 func watchReopens(*frontEnd) {}
 
+// watchScaling does nothing: Windows has no SIGTTIN or SIGTTOU, and no
+// workers to scale.
+func watchScaling(*frontEnd) {}
+
+// refuseUpgrades does nothing: Windows has no SIGUSR2.
+func refuseUpgrades(*frontEnd) {}
+
 // survivePipeBreaks does nothing: Windows has no SIGPIPE.
 func survivePipeBreaks() {}

@@ -153,7 +153,7 @@ func (v *Service) rotateTicketKeys() {
 // buildFunc makes generation n with the session ticket keys as they are
 // now; it starts nothing. Once the generation is ready, and until its
 // stop begins, it tells the Service through r what befalls its workers.
-type buildFunc func(n int, keys [][]byte, r reports) generation
+type buildFunc func(n, workers int, keys [][]byte, r reports) generation
 
 // reports is how a ready generation tells the lifecycle loop about its
 // workers.
@@ -168,9 +168,9 @@ type reports struct {
 // number and ticket keys, which reports its workers to the Service, and
 // which reads the TLS identity again with readTLS when it is a reload's.
 func workerGenerations(cfg supervisorConfig, ln net.Listener, log *slog.Logger, readTLS func() (*tlsIdentity, error)) buildFunc {
-	return func(n int, keys [][]byte, r reports) generation {
+	return func(n, workers int, keys [][]byte, r reports) generation {
 		c := cfg
-		c.Generation = n
+		c.Generation, c.Workers = n, workers
 		c.Runtime.TicketKeys = keys
 		gen := newSupervisor(c, ln, log, r)
 		if n > 1 {

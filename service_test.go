@@ -55,11 +55,11 @@ func newServiceHarness(t *testing.T, workers int, faults map[int]string, edit ..
 // build makes generation n as workerGenerations does, with the harness's
 // test-binary workers and faults, and the Service's logger as it is now,
 // so a test can hook it.
-func (h *serviceHarness) build(n int, keys [][]byte, r reports) generation {
+func (h *serviceHarness) build(n, workers int, keys [][]byte, r reports) generation {
 	h.mu.Lock()
 	readTLS, wrap := h.readTLS, h.wrap
 	h.mu.Unlock()
-	sup := workerGenerations(h.sup.cfg, h.ln, h.svc.log, readTLS)(n, keys, r).(*Supervisor)
+	sup := workerGenerations(h.sup.cfg, h.ln, h.svc.log, readTLS)(n, workers, keys, r).(*Supervisor)
 	h.record(sup)
 	if wrap != nil {
 		return wrap(sup, r)

@@ -53,9 +53,29 @@ func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (repla
 			return replacement{}, fmt.Errorf("respawn worker %d: %w", slot, context.Cause(ctx))
 		}
 	}
-	p, keys, seq, err := s.spawnInto(slot)
+	p, err := s.admit(ctx, slot)
 	if err != nil {
 		return replacement{}, err
+	}
+	r := replacement{OldPID: old.pid, NewPID: p.pid}
+	if recycle {
+		s.retire(old, s.cfg.DrainTimeout)
+		r.retired = s.gone(old)
+	}
+	return r, nil
+}
+
+// admit starts a worker for slot, runs it through a barrier of its own
+// and makes it the slot's worker: a replacement (replace) or a slot that
+// is new (grow, scale.go). It blocks until the worker serves, or has
+// failed and is gone, or ctx or the generation's stop ended it.
+func (s *Supervisor) admit(ctx context.Context, slot int) (*workerProc, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.joins, cancel)()
+	p, keys, seq, err := s.spawnInto(slot)
+	if err != nil {
+		return nil, err
 	}
 	defer s.replacing.Done()
 	committed, err := s.barrier(ctx, []*workerProc{p}, p.events, keys)
@@ -64,15 +84,10 @@ func (s *Supervisor) replace(ctx context.Context, slot int, recycle bool) (repla
 	}
 	if err != nil {
 		s.abandon(p, committed)
-		return replacement{}, err
+		return nil, err
 	}
 	go s.follow(p.events, []*workerProc{p})
-	r := replacement{OldPID: old.pid, NewPID: p.pid}
-	if recycle {
-		s.retire(old, s.cfg.DrainTimeout)
-		r.retired = s.gone(old)
-	}
-	return r, nil
+	return p, nil
 }
 
 // gone returns a channel closed once p has exited, or the generation's
@@ -139,6 +154,10 @@ func (s *Supervisor) install(p *workerProc, seq uint64) error {
 	defer s.mu.Unlock()
 	if s.stopping {
 		return errGenerationStopping
+	}
+	if p.index == len(s.procs) { // a new slot (grow)
+		s.procs = append(s.procs, p)
+		return nil
 	}
 	s.procs[p.index].gone = true
 	s.procs[p.index] = p

@@ -30,14 +30,18 @@ import (
 
 // statusSnapshot is the loop's state as a scrape needs it.
 type statusSnapshot struct {
-	Serving  int  // the serving generation's number; 0 for none
-	Ready    bool // /readyz: a generation serves, and no stop has begun (nor its shutdown delay)
-	Ending   bool // the stop began
-	Leaving  bool // a stop was asked for and its shutdown delay runs
-	Started  time.Time
-	Lost     int64 // serving workers lost
-	Respawns int64 // lost workers replaced
-	Recycles int64 // workers recycled
+	Serving int // the serving generation's number; 0 for none
+	// Workers is how many slots the serving generation has, one being
+	// added included; Target is how many the service runs to (scale.go).
+	// In direct mode both are 1.
+	Workers, Target int
+	Ready           bool // /readyz: a generation serves, and no stop has begun (nor its shutdown delay)
+	Ending          bool // the stop began
+	Leaving         bool // a stop was asked for and its shutdown delay runs
+	Started         time.Time
+	Lost            int64 // serving workers lost
+	Respawns        int64 // lost workers replaced
+	Recycles        int64 // workers recycled
 	// RecyclesBy counts them by the limit reached: requests, age, memory.
 	RecyclesBy map[string]int64
 	// RecycleFailures counts recycles whose replacement failed to start;
@@ -85,6 +89,10 @@ type workerView struct {
 func (v *Service) snapshot(l *life) statusSnapshot {
 	s := l.stats
 	s.Serving = l.number(l.serving)
+	s.Workers, s.Target = l.target, l.target
+	if l.slots != nil && v.workers > 1 {
+		s.Workers = l.slots.count
+	}
 	s.Ending, s.Leaving = l.ending, l.leaving
 	s.Ready = l.serving != nil && !l.ending && !l.leaving
 	s.Started = processStart
@@ -329,7 +337,7 @@ func (st *statusServer) collect(ctx context.Context) (*metricsPage, error) {
 		p.workers = append(p.workers, g.gen.workers(g.role == "serving")...)
 	}
 	p.slots, p.exits = st.counts.read()
-	for i := range st.workers {
+	for i := range max(st.workers, s.Workers) {
 		if _, ok := p.slots[i]; !ok {
 			p.slots[i] = slotCounts{}
 		}
@@ -353,7 +361,9 @@ func (st *statusServer) metrics(w http.ResponseWriter, r *http.Request) {
 
 // statusDoc is /status's JSON.
 type statusDoc struct {
-	Generation    int              `json:"generation"` // the serving one; 0 for none
+	Generation    int              `json:"generation"`     // the serving one; 0 for none
+	Workers       int              `json:"workers"`        // the serving generation's slots, one being added included
+	WorkersTarget int              `json:"workers_target"` // -workers, or the last scale's count
 	Ready         bool             `json:"ready"`
 	Stopping      bool             `json:"stopping"`
 	PID           int              `json:"pid"` // the parent's
@@ -425,7 +435,7 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := p.snap
-	doc := statusDoc{Generation: s.Serving, Ready: s.Ready, Stopping: s.Ending || s.Leaving, PID: os.Getpid(),
+	doc := statusDoc{Generation: s.Serving, Workers: s.Workers, WorkersTarget: s.Target, Ready: s.Ready, Stopping: s.Ending || s.Leaving, PID: os.Getpid(),
 		Started: s.Started, UptimeSeconds: p.now.Sub(s.Started).Seconds(), Exits: p.exits,
 		Reloads: reloadsDoc{OK: s.ReloadsOK, Failed: s.ReloadsFailed, Last: s.LastReload},
 		Lost:    s.Lost, Respawns: s.Respawns, Recycles: s.Recycles, RecycleFailures: s.RecycleFailures,
@@ -438,7 +448,11 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 		}
 		doc.Generations = append(doc.Generations, gd)
 	}
-	for i := range st.workers {
+	shown := st.workers // before the first generation serves
+	if s.Workers > 0 {
+		shown = s.Workers
+	}
+	for i := range shown {
 		doc.Slots = append(doc.Slots, p.slotDoc(i))
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")

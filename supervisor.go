@@ -86,6 +86,10 @@ type Supervisor struct {
 	readTLS func() (*tlsIdentity, error)
 	// counts, when set, gets every worker's counters (metrics.go).
 	counts *tally
+	// count is how many workers the generation has, or is growing or
+	// shrinking to (scale.go): a new worker's processor share and its
+	// Worker.Count. cfg.Workers is the count it started with.
+	count atomic.Int64
 
 	startedAt time.Time
 	rollback  bool       // Start failed and rolls the generation back; set before the stop begins
@@ -159,6 +163,7 @@ func newSupervisor(cfg supervisorConfig, ln net.Listener, log *slog.Logger, r re
 		counts:    r.counts,
 	}
 	s.seam.command = s.selfCommand
+	s.count.Store(int64(cfg.Workers))
 	s.joins, s.cancelJoins = context.WithCancel(context.Background())
 	return s
 }
@@ -457,7 +462,7 @@ func (s *Supervisor) workerEnviron(base []string, index int) []string {
 	env = append(env, workerEnv+"="+strconv.Itoa(protocolVersion),
 		fmt.Sprintf("%s=%d %d", workerNameEnv, s.cfg.Generation, index))
 	if os.Getenv("GOMAXPROCS") == "" {
-		env = append(env, "GOMAXPROCS="+strconv.Itoa(workerProcs(runtime.GOMAXPROCS(0), s.cfg.Workers)))
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(workerProcs(runtime.GOMAXPROCS(0), int(s.count.Load()))))
 	}
 	if limit, ok := memoryLimit(s.cfg.MaxMemory); ok {
 		env = append(env, limit)

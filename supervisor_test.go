@@ -817,7 +817,10 @@ func TestWorkerEnvironmentSharesCPUsAndDropsParentOnlyVariables(t *testing.T) {
 			t.Errorf("workerProcs(%d, %d) = %d; want %d", tc.procs, tc.workers, got, tc.want)
 		}
 	}
-	s := &Supervisor{cfg: supervisorConfig{Workers: 2, Generation: 3}}
+	s := newSupervisor(supervisorConfig{Workers: 2, Generation: 3}, nil, slog.New(slog.DiscardHandler), reports{})
+	// 10 processors: 5 for each of 2 workers, 2 for each of 5.
+	procs := runtime.GOMAXPROCS(10)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	t.Setenv("GOMAXPROCS", "")
 	env := s.workerEnviron([]string{"PATH=/bin", "NOTIFY_SOCKET=/run/n", "LISTEN_PID=1", "LISTEN_FDS=1",
 		"LISTEN_FDNAMES=web", "WATCHDOG_USEC=20000000", "WATCHDOG_PID=1", workerEnv + "=99", workerNameEnv + "=1 0"}, 1)
@@ -831,13 +834,19 @@ func TestWorkerEnvironmentSharesCPUsAndDropsParentOnlyVariables(t *testing.T) {
 	if env := s.workerEnviron([]string{"GOMAXPROCS=3"}, 0); !slices.Equal(env, want) {
 		t.Errorf("workerEnviron with GOMAXPROCS set = %q; want %q", env, want)
 	}
+	t.Setenv("GOMAXPROCS", "")
+	s.count.Store(5) // scaled to 5 (scale.go): a new worker gets a fifth
+	want = []string{workerEnv + "=" + strconv.Itoa(protocolVersion), workerNameEnv + "=3 4", "GOMAXPROCS=2"}
+	if env := s.workerEnviron(nil, 4); !slices.Equal(env, want) {
+		t.Errorf("workerEnviron after a scale to 5 = %q; want %q", env, want)
+	}
 }
 
 // TestWorkersGetAMemoryLimitUnlessTheEnvironmentSetsOne: under
 // -max-worker-memory each worker gets GOMEMLIMIT a tenth below the bound,
 // but a GOMEMLIMIT the environment sets passes through unchanged.
 func TestWorkersGetAMemoryLimitUnlessTheEnvironmentSetsOne(t *testing.T) {
-	s := &Supervisor{cfg: supervisorConfig{Workers: 2, Generation: 1, MaxMemory: 100 << 20}}
+	s := newSupervisor(supervisorConfig{Workers: 2, Generation: 1, MaxMemory: 100 << 20}, nil, slog.New(slog.DiscardHandler), reports{})
 	t.Setenv("GOMAXPROCS", "1")
 	t.Setenv("GOMEMLIMIT", "")
 	want := []string{"GOMAXPROCS=1", workerEnv + "=" + strconv.Itoa(protocolVersion), workerNameEnv + "=1 0", "GOMEMLIMIT=94371840B"}

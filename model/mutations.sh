@@ -1414,6 +1414,52 @@ m_catalogue-word() { edit barrier.go '	s.log.Info("committing", "workers", len(p
 m_catalogue-prepared() { edit barrier.go '	return [...]string{"started", "prepared", "ready"}[st]' '	return [...]string{"started", "prepped", "ready"}[st]'; }
 m_catalogue-ready() { edit barrier.go '	return [...]string{"started", "prepared", "ready"}[st]' '	return [...]string{"started", "prepared", "all ready"}[st]'; }
 
+mutant scale-reload "a scaled count holds across reloads" \
+	"a reload builds its generation with -workers" \
+	"TestScaledCountHoldsAcrossAReload"
+m_scale-reload() {
+	edit lifecycle.go '	gen = v.build(l.numbered, l.target, keys, reports{' '	gen = v.build(l.numbered, v.workers, keys, reports{'
+}
+
+mutant scale-retire "a removed slot's worker drains and exits" \
+	"the removed worker is left running" \
+	"TestSIGTTINAndSIGTTOUAddAndRemoveAWorker"
+m_scale-retire() {
+	edit scale.go '	s.count.Store(int64(count))
+	s.retire(p, s.cfg.DrainTimeout)' '	s.count.Store(int64(count))'
+}
+
+mutant scale-failed "a scale that cannot start a worker keeps the count that serves, and says which worker" \
+	"the target stays at the count asked for" \
+	"TestScaleThatCannotStartAWorkerKeepsTheCountThatServes"
+m_scale-failed() {
+	edit scale.go '		l.target = h.count
+' ''
+}
+
+mutant scale-bounds "a worker-mode service scales only within 2 to -workers' bound" \
+	"a scale to 1 or 0 workers is taken" \
+	"TestScaleOutsideTheWorkerBoundsIsRefused"
+m_scale-bounds() {
+	edit scale.go '	case n < 2 || n > maxWorkers:' '	case n > maxWorkers:'
+}
+
+mutant scale-direct "SIGTTIN in direct mode says it cannot, and the process serves on" \
+	"SIGTTIN and SIGTTOU keep their default action, which stops the process" \
+	"TestSIGTTINInDirectModeSaysItCannotAndServesOn"
+m_scale-direct() {
+	edit command.go '	watchScaling(fe)
+' ''
+}
+
+mutant sigusr2 "SIGUSR2 never ends the parent: one line says what upgrades what" \
+	"SIGUSR2 keeps Go's default, which ends the process" \
+	"TestSIGUSR2NeverEndsTheParent"
+m_sigusr2() {
+	edit command.go '	refuseUpgrades(fe)
+' ''
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
