@@ -137,16 +137,20 @@ func (v *Service) heals(l *life, ev evLost) bool {
 // begun, nothing; past the budget, the end; otherwise a respawn of its
 // slot, at once or after the slot's backoff. A loss in a busy slot is
 // left to the end of its replacement (onReplaced), and the loss of a
-// worker that has left its slot (a recycled one whose report came late)
-// needs nothing.
+// worker that has left its slot (a recycled one whose report came late,
+// or one whose slot a scale removed) needs nothing.
 func (v *Service) onWorkerLost(l *life, ev evLost) {
 	var we *workerError
 	errors.As(ev.err, &we)
-	s := l.slots.slot(we.Index)
+	removed := we.Index >= l.slots.count
+	var s *slotState
+	if !removed {
+		s = l.slots.slot(we.Index) // a removed slot gets no state back
+	}
 	switch {
 	case l.ending:
 		v.log.Info("worker lost as the service ends", "generation", ev.gen.number(), "worker", we.Index)
-	case we.Index >= l.slots.count || !s.busy && we.PID != s.pid: // its slot removed, or taken over
+	case removed || !s.busy && we.PID != s.pid:
 		v.log.Info("worker lost after it left its slot", "generation", ev.gen.number(), "worker", we.Index, "pid", we.PID)
 	case !errors.Is(ev.err, errHung) && v.overBudget(l, time.Now(), ev.err):
 	case s.busy:
@@ -268,6 +272,9 @@ func (v *Service) onRecycle(l *life, ev evRecycle) {
 			return // a respawn took the slot over
 		}
 		s.retry = nil
+	}
+	if !ev.retry && !s.busy && ev.pid != s.pid {
+		return // its worker left the slot (a scale removed it, and added it again)
 	}
 	if !ev.retry && v.recycledEarly(l, ev, s) {
 		return

@@ -394,9 +394,10 @@ func (v *Service) promote(l *life, gen generation) error {
 		return nil
 	}
 	v.log.Info("reloaded", "generation", gen.number(), "retiring", old.number(), "pids", fmt.Sprint(gen.pids()))
+	workers := max(len(gen.pids()), 1) // direct mode's one has no pid
 	l.stats.ReloadsOK++
 	l.stats.LastReload = &reloadResult{Generation: gen.number(), Result: "ok", At: time.Now()}
-	v.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving with %d workers", gen.number(), l.target))
+	v.notify("READY=1", fmt.Sprintf("STATUS=generation %d serving with %d workers", gen.number(), workers))
 	l.retiring = old
 	v.stop(l, old, nil)
 	return nil
@@ -494,6 +495,7 @@ func (v *Service) end(l *life, lost error) {
 		reply(r, errNotServing)
 	}
 	l.queued, l.reload = nil, false
+	v.answerScales(l, fmt.Errorf("scale: %w", errNotServing))
 }
 
 // onLeave begins a shutdown delay (-shutdown-delay): from now on /readyz
@@ -518,6 +520,7 @@ func (v *Service) onLeave(l *life) {
 		reply(r, errNotServing)
 	}
 	l.queued, l.reload = nil, false
+	v.answerScales(l, fmt.Errorf("scale: %w", errNotServing))
 }
 
 // stop begins gen's stop and waits for it in a goroutine, which reports

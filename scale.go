@@ -99,12 +99,19 @@ func (v *Service) nextScale(l *life) {
 		return
 	}
 	if h.count == l.target && len(l.scales) > 0 {
-		for _, r := range l.scales {
-			reply(r, nil)
-		}
-		l.scales = nil
+		v.answerScales(l, nil)
 		v.notify(fmt.Sprintf("STATUS=generation %d serving with %d workers", h.gen.number(), h.count))
 	}
+}
+
+// answerScales answers every scale waiting with err, and forgets them:
+// the count serves (nil), adding a worker failed, or the stop, or its
+// shutdown delay, began.
+func (v *Service) answerScales(l *life, err error) {
+	for _, r := range l.scales {
+		reply(r, err)
+	}
+	l.scales = nil
 }
 
 // grow adds the slot past the last one and starts its worker in a
@@ -143,13 +150,10 @@ func (v *Service) onGrown(l *life, ev evGrown) {
 	case ev.err != nil:
 		delete(h.byIndex, ev.slot)
 		h.count--
-		l.target = h.count
+		l.target = min(l.target, h.count) // a later scale may have asked for fewer
 		err := fmt.Errorf("scale: worker %d: %w", ev.slot, ev.err)
 		v.log.Error("worker add failed", "generation", ev.gen.number(), "worker", ev.slot, "workers", h.count, "err", ev.err)
-		for _, r := range l.scales {
-			reply(r, err)
-		}
-		l.scales = nil
+		v.answerScales(l, err)
 	default:
 		s.pid, s.since = ev.r.NewPID, time.Now()
 		v.log.Info("worker added", "generation", ev.gen.number(), "worker", ev.slot, "pid", ev.r.NewPID, "workers", h.count)
@@ -164,13 +168,15 @@ func (v *Service) onGrown(l *life, ev evGrown) {
 
 // shrink removes the highest slot and retires its worker with the usual
 // drain, and reports whether it did: not while the slot's worker is
-// being replaced, whose end calls nextScale again. Its backoff timers
-// and queued recycle go with it.
+// being replaced, whose end calls nextScale again. A slot whose lost
+// worker waits for its respawn's backoff goes at once, its timer with
+// it (a host out of room is when one wants fewer workers), as do a
+// recycle's retry timer and its queued recycle.
 func (v *Service) shrink(l *life) bool {
 	h := l.slots
 	slot := h.count - 1
 	s := h.slot(slot)
-	if s.busy {
+	if s.busy && s.respawn == nil {
 		return false
 	}
 	replaceTimer(&s.respawn, nil)

@@ -111,6 +111,25 @@ func TestScaleThatCannotStartAWorkerKeepsTheCountThatServes(t *testing.T) {
 	}
 }
 
+func TestScaleDownRemovesASlotWaitingForItsRespawn(t *testing.T) {
+	policy := testHeal
+	policy.Backoff, policy.BackoffCap = time.Hour, time.Hour // the lost worker's respawn waits
+	h := newHealHarness(t, 3, nil, policy)
+	h.start()
+	pids := h.servingPIDs()
+	kill(pids[2]) // within Steady of its start: a failure, so the slot backs off
+	h.waitLog(`msg="worker respawning" generation=1 worker=2 delay=\S+ failures=1`)
+	if err := h.scaleWithin(2); err != nil {
+		t.Fatalf("Scale(2) with slot 2 waiting an hour for its respawn: %v", err)
+	}
+	if got := h.servingPIDs(); !slices.Equal(got, pids[:2]) {
+		t.Errorf("after Scale(2) the workers are %v; want %v", got, pids[:2])
+	}
+	if strings.Contains(h.readLogs(), "worker respawned") {
+		t.Errorf("slot 2 was respawned after its removal:\n%s", h.readLogs())
+	}
+}
+
 func TestScaleOutsideTheWorkerBoundsIsRefused(t *testing.T) {
 	h := newServiceHarness(t, 2, nil)
 	if err := h.svc.Start(context.Background()); err != nil {

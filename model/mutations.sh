@@ -1452,6 +1452,13 @@ m_scale-direct() {
 ' ''
 }
 
+mutant scale-backoff "a scale down removes a slot whose lost worker waits for its respawn's backoff" \
+	"the scale waits for the backoff and the respawn" \
+	"TestScaleDownRemovesASlotWaitingForItsRespawn"
+m_scale-backoff() {
+	edit scale.go '	if s.busy && s.respawn == nil {' '	if s.busy {'
+}
+
 mutant sigusr2 "SIGUSR2 never ends the parent: one line says what upgrades what" \
 	"SIGUSR2 keeps Go's default, which ends the process" \
 	"TestSIGUSR2NeverEndsTheParent"
