@@ -92,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	watchSignals(fe)
 	watchReopens(fe)
 	watchScaling(fe)
-	refuseUpgrades(fe)
+	refuseUpgrades(fe, cfg.Workers)
 	fe.n = newNotifier(log)
 	return runService(cfg, app, ln, fe)
 }

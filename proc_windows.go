@@ -51,7 +51,7 @@ func watchReopens(*frontEnd) {}
 func watchScaling(*frontEnd) {}
 
 // refuseUpgrades does nothing: Windows has no SIGUSR2.
-func refuseUpgrades(*frontEnd) {}
+func refuseUpgrades(*frontEnd, int) {}
 
 // survivePipeBreaks does nothing: Windows has no SIGPIPE.
 func survivePipeBreaks() {}

@@ -64,7 +64,7 @@ func (v *Service) onScale(l *life, ev evScale) {
 	case l.ending || l.leaving || l.serving == nil:
 		err = fmt.Errorf("scale: %w", errNotServing)
 	case n < 2 || n > maxWorkers:
-		err = fmt.Errorf("scale to %d workers: the count is at least 2 (1 is direct mode, which a running service cannot become) and at most %d", n, maxWorkers)
+		err = fmt.Errorf("scale to %d: the worker count must be from 2 to %d (1 is direct mode, which a running service cannot become)", n, maxWorkers)
 	}
 	if err != nil {
 		if ev.reply == nil {

@@ -136,7 +136,7 @@ func TestScaleOutsideTheWorkerBoundsIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{1, 0, maxWorkers + 1} {
-		if err := h.scaleWithin(n); err == nil || !strings.Contains(err.Error(), "at least 2") {
+		if err := h.scaleWithin(n); err == nil || !strings.Contains(err.Error(), "must be from 2 to 1024") {
 			t.Errorf("Scale(%d) = %v; want the bounds named", n, err)
 		}
 	}
@@ -161,7 +161,7 @@ func TestSIGTTINAndSIGTTOUAddAndRemoveAWorker(t *testing.T) {
 	s.signal(syscall.SIGTTOU)
 	waitLog(t, s, `msg="worker removed" generation=1 worker=2 pid=`+m[1]+` workers=2`)
 	s.signal(syscall.SIGTTOU) // at 2 already: worker mode stays worker mode
-	waitLog(t, s, `level=WARN msg="scale ignored" generation=1 workers=2 err="scale to 1 workers: the count is at least 2`)
+	waitLog(t, s, `level=WARN msg="scale ignored" generation=1 workers=2 err="scale to 1: the worker count must be from 2 to 1024`)
 	if doc := readStatus(t, addr); doc.Workers != 2 || doc.WorkersTarget != 2 || len(doc.Slots) != 2 {
 		t.Errorf("/status after SIGTTOU: workers %d, target %d, %d slots; want 2, 2, 2", doc.Workers, doc.WorkersTarget, len(doc.Slots))
 	}
@@ -173,7 +173,7 @@ func TestSIGTTINAndSIGTTOUAddAndRemoveAWorker(t *testing.T) {
 func TestSIGUSR2NeverEndsTheParent(t *testing.T) {
 	s := startServery(t, "-dir", t.TempDir(), "-workers", "2")
 	s.signal(syscall.SIGUSR2) // nginx's and gunicorn's upgrade; Go's default ends the process
-	waitLog(t, s, `level=WARN msg="upgrade ignored: SIGHUP reloads the workers from the executable on disk; the parent runs new code only after a restart" signal=SIGUSR2 generation=1`)
+	waitLog(t, s, `level=WARN msg="upgrade ignored" signal=SIGUSR2 generation=1 hint="SIGHUP reloads the workers from the executable on disk; the parent runs new code only after a restart"`)
 	if code, _, err := get(s.addr, "/"); err != nil || code == 0 {
 		t.Errorf("GET / after SIGUSR2: %d, %v; want an answer", code, err)
 	}

@@ -1463,7 +1463,7 @@ mutant sigusr2 "SIGUSR2 never ends the parent: one line says what upgrades what"
 	"SIGUSR2 keeps Go's default, which ends the process" \
 	"TestSIGUSR2NeverEndsTheParent"
 m_sigusr2() {
-	edit command.go '	refuseUpgrades(fe)
+	edit command.go '	refuseUpgrades(fe, cfg.Workers)
 ' ''
 }
 
