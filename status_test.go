@@ -137,6 +137,11 @@ func (w *counterWatch) scrape() map[string]float64 {
 			w.t.Errorf("%s went backwards: %v, then %v", k, w.last[k], v)
 		}
 	}
+	for k := range w.last {
+		if _, ok := m[k]; !ok {
+			w.t.Errorf("%s vanished from /metrics", k)
+		}
+	}
 	w.last = m
 	return m
 }
@@ -420,7 +425,7 @@ func has(t *testing.T, what string, m map[string]any, keys ...string) {
 	}
 }
 
-func TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload(t *testing.T) {
+func TestCountersNeverGoBackwardsAcrossRespawnRecycleReloadAndScale(t *testing.T) {
 	skipWithoutWorkers(t)
 	site := t.TempDir()
 	writeFile(t, site, "index.html", "hello")
@@ -471,9 +476,21 @@ func TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload(t *testing.T) {
 		t.Errorf("after a reload: reloads ok %v, generation %v, clean exits %v; want 1, 2, at least 2",
 			m[`servery_reloads_total{result="ok"}`], m[`servery_generation`], m[`servery_worker_exits_total{reason="clean"}`])
 	}
+	// Scale: a slot added, then removed; what its worker counted stays,
+	// under its slot's label.
+	s.signal(syscall.SIGTTIN)
+	waitLog(t, s, `msg="worker added" generation=2 worker=2`)
+	getN(t, s.addr, 6)
+	made += 6
+	w.waitRequests(float64(made))
+	s.signal(syscall.SIGTTOU)
+	waitLog(t, s, `msg="worker removed" generation=2 worker=2`)
 	getN(t, s.addr, 3)
 	made += 3
 	m = w.waitRequests(float64(made))
+	if _, ok := m[`servery_requests_total{slot="2"}`]; !ok || m[`servery_worker_slots`] != 2 {
+		t.Errorf("after a slot was added and removed: its requests series present %v, slots %v; want present, 2", ok, m[`servery_worker_slots`])
+	}
 	// The request metrics count the same requests, all 200s, in the
 	// histogram as in the classes, through the kill, recycle and reload.
 	var classes float64

@@ -149,7 +149,7 @@ m_access-cap() {
 
 mutant request-metrics "the request metrics sum every worker that held a slot: they never go backwards at a respawn, a recycle or a reload" \
 	"a slot's status classes are its latest worker's alone" \
-	"TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload"
+	"TestCountersNeverGoBackwardsAcrossRespawnRecycleReloadAndScale"
 m_request-metrics() {
 	edit reqmetrics.go '		a.Classes[i] += b.Classes[i]' '		a.Classes[i] = b.Classes[i]'
 }
@@ -767,7 +767,7 @@ m_respawn-exe() {
 
 mutant counters-kept "counters never go backwards: the parent keeps what exited workers counted" \
 	"a worker's counts are dropped when it exits" \
-	"TestCountersNeverGoBackwardsAcrossRespawnRecycleAndReload TestTallyKeepsWhatExitedWorkersCounted"
+	"TestCountersNeverGoBackwardsAcrossRespawnRecycleReloadAndScale TestTallyKeepsWhatExitedWorkersCounted"
 m_counters-kept() {
 	edit metrics.go 's.gone = s.gone.add(st)' 's.gone = s.gone.add(workerStats{})'
 }
@@ -1457,6 +1457,20 @@ mutant scale-backoff "a scale down removes a slot whose lost worker waits for it
 	"TestScaleDownRemovesASlotWaitingForItsRespawn"
 m_scale-backoff() {
 	edit scale.go '	if s.busy && s.respawn == nil {' '	if s.busy {'
+}
+
+mutant scale-metrics "a removed slot's counters stay in /metrics, so no series vanishes or goes backwards" \
+	"/metrics lists only the slots that serve now" \
+	"TestCountersNeverGoBackwardsAcrossRespawnRecycleReloadAndScale"
+m_scale-metrics() {
+	edit status.go '	p.slots, p.exits = st.counts.read()
+' '	p.slots, p.exits = st.counts.read()
+	for i := range p.slots {
+		if i >= s.Workers && s.Workers > 0 {
+			delete(p.slots, i)
+		}
+	}
+'
 }
 
 mutant sigusr2 "SIGUSR2 never ends the parent: one line says what upgrades what" \
