@@ -153,9 +153,19 @@ func (h sinkHandler) and(w func(slog.Handler) slog.Handler) slog.Handler {
 // error from ADDR: ERR": a scanner, a client that does not trust the
 // certificate) is `tls handshake failed`, at most one a
 // handshakeLogEvery, with how many were left out since, so a flood of
-// them cannot flood the log; any other message is `http server error`.
+// them cannot flood the log; one the client only closed early is at
+// DEBUG (closedEarly); any other message is `http server error`.
 func httpErrorLog(log *slog.Logger) *stdlog.Logger {
 	return stdlog.New(&httpErrors{log: log}, "", 0)
+}
+
+// closedEarly reports whether a handshake failed only because the client
+// closed the connection before it finished: a load balancer's TCP check,
+// a load test's last connections, a browser's spare connection. That is
+// no fault of anyone's; nginx logs it at info. It is logged at DEBUG and
+// leaves the WARN lines' rate to the failures that say something.
+func closedEarly(err string) bool {
+	return err == "EOF" || strings.HasSuffix(err, "connection reset by peer")
 }
 
 // handshakeLogEvery is how often a failed TLS handshake is logged.
@@ -176,6 +186,11 @@ func (h *httpErrors) Write(p []byte) (int, error) {
 		h.log.Warn("http server error", "err", msg)
 		return len(p), nil
 	}
+	remote, err, _ := strings.Cut(rest, ": ")
+	if closedEarly(err) {
+		h.log.Debug("tls handshake failed", "remote", remote, "err", err)
+		return len(p), nil
+	}
 	now := time.Now()
 	h.mu.Lock()
 	if !h.last.IsZero() && now.Sub(h.last) < handshakeLogEvery {
@@ -186,7 +201,6 @@ func (h *httpErrors) Write(p []byte) (int, error) {
 	leftOut := h.leftOut
 	h.last, h.leftOut = now, 0
 	h.mu.Unlock()
-	remote, err, _ := strings.Cut(rest, ": ")
 	h.log.Warn("tls handshake failed", "remote", remote, "err", err, "left_out", leftOut)
 	return len(p), nil
 }

@@ -161,6 +161,13 @@ m_handshake-flood() {
 	edit logging.go '	if !h.last.IsZero() && now.Sub(h.last) < handshakeLogEvery {' '	if false && !h.last.IsZero() && now.Sub(h.last) < handshakeLogEvery {'
 }
 
+mutant handshake-eof "a client that closes before its TLS handshake (EOF, a reset) is a DEBUG line, not a warning, and spends no room in the warnings' rate" \
+	"an early close is a failed handshake like any other" \
+	"TestFailedTLSHandshakesAreLoggedAtMostOnceASecondWithACount"
+m_handshake-eof() {
+	edit logging.go '	return err == "EOF" || strings.HasSuffix(err, "connection reset by peer")' '	return false'
+}
+
 mutant panic-500 "a handler's panic is answered 500 (or cut off) and logged once, over HTTP/1.1 and HTTP/2" \
 	"net/http recovers it: an empty reply, the stack inside the message" \
 	"TestHandlerPanicIsAnswered500OrCutOffAndLoggedOnce"
