@@ -23,8 +23,8 @@ func hog(d time.Duration) {
 	var ts syscall.Timespec
 	const monotonic = 1 // CLOCK_MONOTONIC
 	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, monotonic, uintptr(unsafe.Pointer(&ts)), 0)
-	end := ts.Sec*1e9 + ts.Nsec + int64(d)
-	for ts.Sec*1e9+ts.Nsec < end {
+	end := int64(ts.Sec)*1e9 + int64(ts.Nsec) + int64(d) // int32 fields on 32-bit Linux
+	for int64(ts.Sec)*1e9+int64(ts.Nsec) < end {
 		syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, monotonic, uintptr(unsafe.Pointer(&ts)), 0)
 	}
 }

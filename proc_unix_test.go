@@ -68,3 +68,7 @@ func exists(pid int) bool {
 func setSendBuffer(fd uintptr, bytes int) error {
 	return syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, bytes)
 }
+
+// sigMore and sigFewer ask the parent for one worker more and one less
+// (scale.go).
+const sigMore, sigFewer = syscall.SIGTTIN, syscall.SIGTTOU

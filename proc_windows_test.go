@@ -37,3 +37,7 @@ func exists(pid int) bool {
 func setSendBuffer(fd uintptr, bytes int) error {
 	return syscall.SetsockoptInt(syscall.Handle(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, bytes)
 }
+
+// sigMore and sigFewer, SIGTTIN and SIGTTOU elsewhere, do not exist on
+// Windows, where no service scales; they keep the tests compiling.
+const sigMore, sigFewer = syscall.Signal(-1), syscall.Signal(-1)

@@ -478,12 +478,12 @@ func TestCountersNeverGoBackwardsAcrossRespawnRecycleReloadAndScale(t *testing.T
 	}
 	// Scale: a slot added, then removed; what its worker counted stays,
 	// under its slot's label.
-	s.signal(syscall.SIGTTIN)
+	s.signal(sigMore)
 	waitLog(t, s, `msg="worker added" generation=2 worker=2`)
 	getN(t, s.addr, 6)
 	made += 6
 	w.waitRequests(float64(made))
-	s.signal(syscall.SIGTTOU)
+	s.signal(sigFewer)
 	waitLog(t, s, `msg="worker removed" generation=2 worker=2`)
 	getN(t, s.addr, 3)
 	made += 3
