@@ -712,10 +712,18 @@ mutant recycle-first "a recycle retires the old worker only once its replacement
 	"the old worker is retired before its replacement starts" \
 	"TestRecycleStartsTheReplacementFirst"
 m_recycle-first() {
-	edit slot.go '	p, keys, seq, err := s.spawnInto(slot)' '	if recycle {
+	edit slot.go '	p, err := s.admit(ctx, slot)
+	if err != nil {
+		return replacement{}, err
+	}
+	r := replacement{OldPID: old.pid, NewPID: p.pid}' '	if recycle {
 		s.retire(old, s.cfg.DrainTimeout)
 	}
-	p, keys, seq, err := s.spawnInto(slot)'
+	p, err := s.admit(ctx, slot)
+	if err != nil {
+		return replacement{}, err
+	}
+	r := replacement{OldPID: old.pid, NewPID: p.pid}'
 }
 
 mutant recycle-one "one recycle at a time: at most N+1 workers live" \
@@ -1440,7 +1448,7 @@ mutant scale-failed "a scale that cannot start a worker keeps the count that ser
 	"the target stays at the count asked for" \
 	"TestScaleThatCannotStartAWorkerKeepsTheCountThatServes"
 m_scale-failed() {
-	edit scale.go '		l.target = h.count
+	edit scale.go '		l.target = min(l.target, h.count) // a later scale may have asked for fewer
 ' ''
 }
 
