@@ -40,6 +40,9 @@ var processStart = time.Now()
 // serves app. Code a program runs before calling Main runs in the parent
 // and in every worker alike, so it should only define flags.
 func Main(app App) int {
+	if theirs, ok := os.LookupEnv(upgradeCheckEnv); ok {
+		return answerUpgradeCheck(theirs) // an upgrade's old image asks (upgrade.go)
+	}
 	if version, ok := os.LookupEnv(workerEnv); ok {
 		return workerEntry(version, os.Args[1:], flag.CommandLine, app)
 	}
@@ -67,34 +70,82 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		return exitUsage
 	}
 	cfg.warnCache(appFlags, log)
-	activated, isActivated, err := activatedListener()
+	h, err := takeHandover()
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: socket activation: %v\n", programName(), err)
-		return exitUsage
-	}
-	if err := cfg.makeIdentity(log); err != nil {
-		log.Error("tls", "err", err)
+		// The old image is gone: its workers read EOF as this exits, and
+		// drain.
+		log.Error("upgrade: cannot take over", "err", err)
 		return exitFailure
 	}
-	ln, err := listen(cfg, activated, isActivated, log)
-	if err != nil {
-		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
-		return exitFailure
+	var ln net.Listener
+	code := exitFailure
+	if h != nil {
+		ln, err = fe.takeOver(cfg, h)
+	} else {
+		ln, code, err = fe.bind(cfg, stderr)
 	}
-	if cfg.StatusAddr != "" {
-		if fe.statusLn, err = net.Listen("tcp", cfg.StatusAddr); err != nil {
-			ln.Close()
-			log.Error("cannot listen", "status_addr", cfg.StatusAddr, "err", err)
-			return exitFailure
-		}
+	if err != nil {
+		return code
 	}
 	fe.delay = cfg.ShutdownDelay
 	watchSignals(fe)
 	watchReopens(fe)
 	watchScaling(fe)
-	refuseUpgrades(fe, cfg.Workers)
+	watchUpgrades(fe)
 	fe.n = newNotifier(log)
-	return runService(cfg, app, ln, fe)
+	return runService(cfg, app, ln, fe, h)
+}
+
+// bind makes what the service serves with when it starts: the TLS
+// identity, the listener (systemd's, or -addr) and the status listener.
+// It logs what fails, and returns the exit status that failure means: a
+// socket passed that it cannot serve is the configuration's fault.
+func (fe *frontEnd) bind(cfg *config, stderr io.Writer) (net.Listener, int, error) {
+	activated, isActivated, err := activatedListener()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: socket activation: %v\n", programName(), err)
+		return nil, exitUsage, err
+	}
+	if err := cfg.makeIdentity(fe.log); err != nil {
+		fe.log.Error("tls", "err", err)
+		return nil, exitFailure, err
+	}
+	ln, err := listen(cfg, activated, isActivated, fe.log)
+	if err != nil {
+		fe.log.Error("cannot listen", "addr", cfg.Addr, "err", err)
+		return nil, exitFailure, err
+	}
+	if cfg.StatusAddr != "" {
+		if fe.statusLn, err = net.Listen("tcp", cfg.StatusAddr); err != nil {
+			ln.Close()
+			fe.log.Error("cannot listen", "status_addr", cfg.StatusAddr, "err", err)
+			return nil, exitFailure, err
+		}
+	}
+	return ln, exitOK, nil
+}
+
+// takeOver is bind for an upgrade's new image: the listeners, the TLS
+// identity and the ticket keys are the old image's, handed over, so the
+// address stays bound and sessions resume.
+func (fe *frontEnd) takeOver(cfg *config, h *handover) (net.Listener, error) {
+	if h.TLS != nil {
+		cfg.Runtime.TLS = h.TLS
+		cfg.TicketKeys = &ticketKeys{keys: h.Keys}
+		cfg.Runtime.TicketKeys = h.Keys
+	}
+	ln, err := handedListener(h.Listener, "listener")
+	if err == nil {
+		fe.statusLn, err = handedListener(h.Status, "status listener")
+	}
+	if err != nil {
+		fe.log.Error("upgrade: cannot take over", "err", err)
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, err
+	}
+	return ln, nil
 }
 
 // programName is the name this program was started as, for the lines it
@@ -111,9 +162,10 @@ type frontEnd struct {
 	stopOnce sync.Once       // closes stop
 	hurry    context.Context // cancelled by the second signal: skip the rest of the drain
 	cut      context.CancelFunc
-	reloads  *reloader // SIGHUPs, coalesced
-	scales   chan int  // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
-	n        *notifier // sd_notify
+	reloads  *reloader     // SIGHUPs, coalesced
+	scales   chan int      // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
+	upgrades chan struct{} // SIGUSR2's, until the Service takes them
+	n        *notifier     // sd_notify
 	log      *slog.Logger
 	sink     *logSink // log's output, which the workers' lines share (output.go)
 	// accessFile is the access log when it is a file, which SIGUSR1
@@ -136,7 +188,7 @@ type frontEnd struct {
 }
 
 func newFrontEnd(log *slog.Logger) *frontEnd {
-	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{}), scales: make(chan int, 16)}
+	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{}), scales: make(chan int, 16), upgrades: make(chan struct{}, 1)}
 	fe.hurry, fe.cut = context.WithCancel(context.Background())
 	return fe
 }
@@ -193,7 +245,8 @@ func (fe *frontEnd) shutdownDelay(svc *Service) {
 }
 
 // startParent runs app.Parent, if the program has one, in a goroutine of
-// its own, with a Control over svc's reload and scale and the front end's stop. Its
+// its own, with a Control over svc's reload, scale and upgrade and the
+// front end's stop. Its
 // context ends when the stop begins or when the returned cancel is
 // called, as the mode returns.
 func (fe *frontEnd) startParent(app App, svc *Service) (cancel func()) {
@@ -208,7 +261,7 @@ func (fe *frontEnd) startParent(app App, svc *Service) (cancel func()) {
 		case <-ctx.Done():
 		}
 	}()
-	c := &Control{reload: svc.Reload, scale: svc.Scale, stop: func() { fe.requestStop("by", "program") }}
+	c := &Control{reload: svc.Reload, scale: svc.Scale, upgrade: svc.Upgrade, stop: func() { fe.requestStop("by", "program") }}
 	go app.Parent(ctx, c)
 	return cancel
 }
@@ -298,7 +351,7 @@ func (fe *frontEnd) reopenLogs() {
 // status. With -workers 1 a generation is direct mode's in-process
 // handler, otherwise worker processes; the lifecycle loop drives both
 // alike (lifecycle.go).
-func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
+func runService(cfg *config, app App, ln net.Listener, fe *frontEnd, h *handover) int {
 	log := fe.log
 	access, err := fe.openAccessLog(cfg.Runtime.AccessLog)
 	if err != nil {
@@ -326,12 +379,20 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
 	svc.serving = func(n int) { fe.generation.Store(int64(n)); fe.served.Store(true) }
+	if cfg.Workers > 1 && multiWorker {
+		svc.upgrades = &upgrader{statusLn: fe.statusLn, exec: execImage}
+	}
 	if period := watchdogPeriod(); period > 0 {
 		go svc.watchdog(period)
 	}
 	fe.generation.Store(1)
+	if h != nil {
+		fe.generation.Store(int64(h.Serving.Number))
+		svc.takeOver(h)
+	}
 	go fe.reloads.run(svc.requestReload, svc.done)
 	go fe.passScales(svc)
+	go fe.passUpgrades(svc)
 	if fe.statusLn != nil {
 		st := serveStatus(fe.statusLn, svc, log)
 		defer st.close()
@@ -345,6 +406,14 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 		case <-svc.done:
 		}
 	}()
+	if h != nil {
+		if err := svc.adopt(h); err != nil {
+			log.Error("upgrade: cannot adopt", "err", err)
+			return exitFailure
+		}
+		defer fe.startParent(app, svc)()
+		return fe.waitServed(svc)
+	}
 	if err := svc.Start(context.Background()); err != nil {
 		if errors.Is(err, context.Canceled) && !errors.Is(err, errSurvived) && !errors.Is(err, errAppStop) {
 			// The operator stopped a startup, and the rollback was clean.
@@ -357,14 +426,31 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", cfg.Workers,
 		"pids", fmt.Sprint(svc.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
 	defer fe.startParent(app, svc)()
-	err = svc.Wait()
+	return fe.waitServed(svc)
+}
+
+// waitServed waits for svc to end and returns the exit status.
+func (fe *frontEnd) waitServed(svc *Service) int {
+	err := svc.Wait()
 	gen := svc.state().Serving
 	if err != nil {
-		log.Error("stopped with error", "generation", gen, "err", err)
+		fe.log.Error("stopped with error", "generation", gen, "err", err)
 		return exitFailure
 	}
-	log.Info("stopped", "generation", gen)
+	fe.log.Info("stopped", "generation", gen)
 	return exitOK
+}
+
+// passUpgrades hands svc the upgrades SIGUSR2 asks for until it ends.
+func (fe *frontEnd) passUpgrades(svc *Service) {
+	for {
+		select {
+		case <-fe.upgrades:
+			svc.requestUpgrade()
+		case <-svc.done:
+			return
+		}
+	}
 }
 
 // generations returns what builds each generation for the Service:

@@ -40,6 +40,11 @@ func TestMain(m *testing.M) {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
 	switch {
+	case os.Getenv(upgradeCheckEnv) != "" && os.Getenv(checkFaultEnv) != "":
+		fmt.Println("handover 99") // a build of another handover format
+		os.Exit(exitFailure)
+	case os.Getenv(upgradeCheckEnv) != "":
+		os.Exit(answerUpgradeCheck(os.Getenv(upgradeCheckEnv)))
 	case os.Getenv(workerEnv) != "":
 		os.Exit(testWorker(os.Getenv(faultEnv)))
 	case os.Getenv(grandchildEnv) != "":
@@ -51,6 +56,11 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// checkFaultEnv makes the test binary's upgrade check answer a handover
+// version it does not read, as a build of another format would
+// (upgrade_test.go).
+const checkFaultEnv = "SERVERY_TEST_CHECK_FAULT"
 
 // Worker faults, each named after what it does.
 const (

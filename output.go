@@ -164,26 +164,60 @@ type outputSource struct {
 
 // follow reads one stream of one worker to its end, or until r is
 // closed (forget, release), and queues its lines, then closes done.
-func (o *workerOutput) follow(r *os.File, src outputSource, done chan<- struct{}) {
+//
+// An upgrade's hold (handover.go) parks it: a read deadline now ends its
+// read, and once it has queued all it read it waits in h.park for the
+// exec, or for the hold to end.
+func (o *workerOutput) follow(r *os.File, src outputSource, done chan<- struct{}, h parker) {
 	defer close(done)
 	defer r.Close()
 	if src.stream == "access" {
-		forward(r, o.access)
+		forward(r, o.access, h)
 		return
 	}
-	f := &follower{o: o, q: o.logs, src: src, r: r, br: bufio.NewReaderSize(r, maxOutputLine)}
+	f := &follower{o: o, q: o.logs, src: src, r: r, br: bufio.NewReaderSize(r, maxOutputLine), hold: h}
 	f.run()
+}
+
+// parker is an upgrade's hold on a generation's pipes, as their readers
+// see it (Supervisor.holding, park).
+type parker interface {
+	holding() bool
+	park() bool
+}
+
+// settle waits until every line queued so far has been written, or
+// deadline: an upgrade's exec would lose what is still queued.
+func (o *workerOutput) settle(deadline time.Time) {
+	if o == nil {
+		return
+	}
+	for _, q := range []*outputQueue{o.logs, o.access} {
+		for q != nil && q.pending.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // forward passes a worker's access lines on as they come: every whole
 // line a read brings goes out in one batch, the rest waits for its end.
 // It looks at no line, so the access log costs the parent a read, a
 // copy and a write for each batch a worker flushed.
-func forward(r io.Reader, q *outputQueue) {
+func forward(r *os.File, q *outputQueue, h parker) {
 	buf := make([]byte, 64<<10)
 	var tail []byte // a line not yet whole
 	for {
 		n, err := r.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) && h.holding() {
+			// An upgrade: what came is queued, a part line as a line.
+			if data := append(tail, buf[:n]...); len(data) > 0 {
+				q.put(append(data, '\n'), bytes.Count(data, []byte{'\n'})+1)
+			}
+			tail = nil
+			h.park()
+			r.SetReadDeadline(time.Time{})
+			continue
+		}
 		data := buf[:n]
 		if len(tail) > 0 {
 			data = append(tail, data...)
@@ -220,6 +254,7 @@ type follower struct {
 	raw     []string // a block of raw lines not yet wrapped
 	rawN    int      // their bytes
 	partial []byte   // a line a read deadline interrupted
+	hold    parker
 }
 
 func (f *follower) run() {
@@ -229,6 +264,19 @@ func (f *follower) run() {
 			f.add(line)
 		}
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && f.hold.holding() {
+				// An upgrade: what came is queued, a part line as a
+				// line, before the exec.
+				if f.partial != nil {
+					f.add(f.partial)
+					f.partial = nil
+				}
+				f.flushRaw()
+				f.flush()
+				f.hold.park()
+				f.r.SetReadDeadline(time.Time{})
+				continue
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				f.r.SetReadDeadline(time.Time{})
 				f.flushRaw()
@@ -380,7 +428,7 @@ func (s *Supervisor) followOutput(p *workerProc) {
 		s.readers.Add(1) // release waits for it, so nothing is queued after the output closes
 		go func() {
 			defer s.readers.Done()
-			s.cfg.Output.follow(r, src, done[i])
+			s.cfg.Output.follow(r, src, done[i], s)
 		}()
 	}
 	go func() {
