@@ -91,7 +91,7 @@ type App struct {
 // for what the operator's signals ask for. Its methods are safe for
 // concurrent use.
 type Control struct {
-	reload func(ctx context.Context) error
+	reload  func(ctx context.Context) error
 	scale   func(ctx context.Context, n int) error
 	upgrade func(ctx context.Context) error
 	stop    func()

@@ -1433,7 +1433,7 @@ mutant scale-reload "a scaled count holds across reloads" \
 	"a reload builds its generation with -workers" \
 	"TestScaledCountHoldsAcrossAReload"
 m_scale-reload() {
-	edit lifecycle.go '	gen = v.build(l.numbered, l.target, keys, reports{' '	gen = v.build(l.numbered, v.workers, keys, reports{'
+	edit lifecycle.go '	gen = v.build(l.numbered, l.target, keys, v.reportsOf(&gen))' '	gen = v.build(l.numbered, v.workers, keys, v.reportsOf(&gen))'
 }
 
 mutant scale-retire "a removed slot's worker drains and exits" \
