@@ -162,10 +162,11 @@ type frontEnd struct {
 	stopOnce sync.Once       // closes stop
 	hurry    context.Context // cancelled by the second signal: skip the rest of the drain
 	cut      context.CancelFunc
-	reloads  *reloader     // SIGHUPs, coalesced
-	scales   chan int      // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
-	upgrades chan struct{} // SIGUSR2's, until the Service takes them
-	n        *notifier     // sd_notify
+	reloads  *reloader      // SIGHUPs, coalesced
+	scales   chan int       // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
+	upgrades chan struct{}  // SIGUSR2's, until the Service takes them
+	sigs     chan os.Signal // the stop signals, to watchSignals
+	n        *notifier      // sd_notify
 	log      *slog.Logger
 	sink     *logSink // log's output, which the workers' lines share (output.go)
 	// accessFile is the access log when it is a file, which SIGUSR1
@@ -285,7 +286,8 @@ func listen(cfg *config, activated net.Listener, isActivated bool, log *slog.Log
 // and otherwise cancels hurry, which skips the rest of the drain.
 func watchSignals(fe *frontEnd) {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	fe.sigs = sigs
+	signal.Notify(sigs, stopSignals...)
 	go func() {
 		sig := <-sigs
 		fe.requestStop("signal", sig.String())
@@ -298,6 +300,32 @@ func watchSignals(fe *frontEnd) {
 		fe.cut()
 	}()
 }
+
+// stopSignals are the signals that ask for the stop.
+var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+
+// quietStops is the front end's part of an upgrade's exec: from now on a
+// stop signal takes its default action (it ends the process, and the
+// workers drain as on any parent death) instead of being queued for a
+// watcher the exec is about to end, where it would be lost and the new
+// image would serve on. It fails if a stop was asked for already, or is
+// queued: the stop goes first, and the upgrade does not happen.
+func (fe *frontEnd) quietStops() error {
+	signal.Reset(stopSignals...)
+	select {
+	case <-fe.stop:
+	default:
+		if len(fe.sigs) == 0 {
+			return nil
+		}
+	}
+	fe.loudStops()
+	return errors.New("a stop was asked for first")
+}
+
+// loudStops undoes quietStops: the exec failed, and the watcher takes
+// the stop signals again.
+func (fe *frontEnd) loudStops() { signal.Notify(fe.sigs, stopSignals...) }
 
 // passScales hands svc the scales the signals ask for until it ends.
 func (fe *frontEnd) passScales(svc *Service) {
@@ -380,7 +408,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd, h *handover
 	svc.keys = cfg.TicketKeys
 	svc.serving = func(n int) { fe.generation.Store(int64(n)); fe.served.Store(true) }
 	if cfg.Workers > 1 && multiWorker {
-		svc.upgrades = &upgrader{statusLn: fe.statusLn, exec: execImage}
+		svc.upgrades = &upgrader{statusLn: fe.statusLn, exec: execImage, quiet: fe.quietStops, loud: fe.loudStops}
 	}
 	if period := watchdogPeriod(); period > 0 {
 		go svc.watchdog(period)

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
 	switch {
+	case os.Getenv(upgradeCheckEnv) != "" && os.Getenv(checkFaultEnv) == "slow":
+		time.Sleep(3 * time.Second) // a check the test signals the parent during
+		os.Exit(answerUpgradeCheck(os.Getenv(upgradeCheckEnv)))
 	case os.Getenv(upgradeCheckEnv) != "" && os.Getenv(checkFaultEnv) != "":
 		fmt.Println("handover 99") // a build of another handover format
 		os.Exit(exitFailure)
@@ -58,8 +61,8 @@ func TestMain(m *testing.M) {
 }
 
 // checkFaultEnv makes the test binary's upgrade check answer a handover
-// version it does not read, as a build of another format would
-// (upgrade_test.go).
+// version it does not read, as a build of another format would, or, set
+// to "slow", take 3 s to answer (upgrade_test.go).
 const checkFaultEnv = "SERVERY_TEST_CHECK_FAULT"
 
 // Worker faults, each named after what it does.

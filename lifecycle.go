@@ -190,6 +190,9 @@ type life struct {
 	upgrade  bool           // an upgrade is asked for (upgrade.go)
 	upgrades []chan error   // its callers (a signal's is nil)
 	checking bool           // the new executable's check runs
+	// cancelCheck ends the check's context (its child is killed): the
+	// upgrade was answered, by the end or its outcome.
+	cancelCheck context.CancelFunc
 }
 
 // startingGen is a generation in its Start, and who waits for it.

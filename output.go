@@ -211,12 +211,20 @@ func forward(r *os.File, q *outputQueue, h parker) {
 		if errors.Is(err, os.ErrDeadlineExceeded) && h.holding() {
 			// An upgrade: what came is queued, a part line as a line.
 			if data := append(tail, buf[:n]...); len(data) > 0 {
-				q.put(append(data, '\n'), bytes.Count(data, []byte{'\n'})+1)
+				if data[len(data)-1] != '\n' {
+					data = append(data, '\n')
+				}
+				q.put(data, bytes.Count(data, []byte{'\n'}))
 			}
 			tail = nil
 			h.park()
 			r.SetReadDeadline(time.Time{})
 			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A hold that ended before this read saw it: read on.
+			r.SetReadDeadline(time.Time{})
+			err = nil
 		}
 		data := buf[:n]
 		if len(tail) > 0 {

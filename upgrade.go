@@ -168,9 +168,12 @@ func (v *Service) nextUpgrade(l *life) {
 	}
 	l.checking = true
 	path, err := os.Executable()
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancelCheck = cancel // by the end: the check's child is killed
 	go func() {
+		defer cancel()
 		if err == nil {
-			err = checkExecutable(context.Background(), path)
+			err = checkExecutable(ctx, path)
 		}
 		v.send(evUpgradeChecked{path: path, err: err})
 	}()
@@ -209,6 +212,9 @@ func (v *Service) answerUpgrades(l *life, err error) {
 		reply(r, err)
 	}
 	l.upgrade, l.upgrades = false, nil
+	if l.cancelCheck != nil {
+		l.cancelCheck()
+	}
 }
 
 // handOver holds the serving generation's lines, writes the handover
@@ -230,8 +236,16 @@ func (v *Service) handOver(l *life, path string) error {
 	}
 	v.log.Info("upgrading: exec", "generation", gen.number(), "path", path, "pid", os.Getpid())
 	v.output.settle(time.Now().Add(time.Second)) // what the workers wrote before their hold, written out
+	defer closeAll(files.own...)
+	if v.upgrades.quiet != nil {
+		if err := v.upgrades.quiet(); err != nil {
+			return err
+		}
+	}
 	err = v.upgrades.exec(path, h, files)
-	closeAll(files.own...)
+	if v.upgrades.loud != nil {
+		v.upgrades.loud()
+	}
 	return err
 }
 
@@ -241,6 +255,10 @@ func (v *Service) handOver(l *life, path string) error {
 type upgrader struct {
 	statusLn net.Listener // nil: none
 	exec     func(path string, h *handover, files handoverFiles) error
+	// quiet, when set, is called just before the exec, and loud if the
+	// exec failed: the front end's stop signals (frontEnd.quietStops).
+	quiet func() error
+	loud  func()
 }
 
 // takeOver restores, before the service starts, the counters an

@@ -26,7 +26,17 @@ import (
 func upgradeTo(t *testing.T, s *servery, n int) {
 	t.Helper()
 	s.signal(syscall.SIGUSR2)
-	waitLogWithin(t, s, `msg=reloaded generation=`+strconv.Itoa(n)+` `, time.Minute)
+	reloaded := regexp.MustCompile(`msg=reloaded generation=` + strconv.Itoa(n) + ` `)
+	for deadline := time.Now().Add(time.Minute); !reloaded.MatchString(s.logs()); time.Sleep(5 * time.Millisecond) {
+		select {
+		case <-s.exited:
+			t.Fatalf("servery exited during the upgrade to generation %d", n)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("generation %d did not serve within a minute of SIGUSR2", n)
+		}
+	}
 }
 
 func TestTwentyUpgradesUnderLoadKeepThePidAndFailNothing(t *testing.T) {
@@ -218,6 +228,21 @@ func TestSIGTERMDuringAnUpgradeExitsZeroLeavingNothing(t *testing.T) {
 		t.Errorf("exit status %d after SIGTERM during the upgrade; want 0", code)
 	}
 	s.assertNoWorkersLeft()
+}
+
+func TestSIGTERMWhileTheNewExecutableIsCheckedExitsZeroWithoutExec(t *testing.T) {
+	t.Setenv(checkFaultEnv, "slow") // the check takes 3 s
+	s := startServery(t, "-dir", t.TempDir(), "-workers", "2")
+	s.signal(syscall.SIGUSR2)
+	waitLog(t, s, `msg="upgrade requested" generation=1`)
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(time.Minute); code != exitOK {
+		t.Errorf("exit status %d after SIGTERM during the check; want 0", code)
+	}
+	s.assertNoWorkersLeft()
+	if strings.Contains(s.logs(), "upgrading: exec") {
+		t.Errorf("the stop came first, yet the upgrade execed")
+	}
 }
 
 func TestSIGUSR2InDirectModeSaysItCannotAndServesOn(t *testing.T) {

@@ -1540,7 +1540,7 @@ m_upgrade-check() {
 	case said != want:
 		return fmt.Errorf("check %s: it said %q, want %q", path, said, want)
 	}' '	}
-	_, _ = want, said'
+	_, _, _ = want, said, err'
 }
 
 # ------------------------------------------------------------- helpers
