@@ -230,12 +230,22 @@ type lineWriter struct {
 }
 
 // hold sends m and keeps the writer locked, so that m is the last line
-// until release: every other send waits for it.
+// until release: every other send waits for it. The lock is taken once,
+// for the write and the hold alike, so no waiting send slips in between.
 func (w *lineWriter) hold(m message) error {
-	err := w.send(m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", m.Type, err)
+	}
 	w.mu.Lock()
 	w.held = true
-	return err
+	if w.trace != nil {
+		w.trace(m)
+	}
+	if _, err := w.w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("send %s: %w", m.Type, err)
+	}
+	return nil
 }
 
 // release ends a hold, if one is on.

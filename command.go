@@ -41,7 +41,7 @@ var processStart = time.Now()
 // and in every worker alike, so it should only define flags.
 func Main(app App) int {
 	if theirs, ok := os.LookupEnv(upgradeCheckEnv); ok {
-		return answerUpgradeCheck(theirs) // an upgrade's old image asks (upgrade.go)
+		return answerUpgradeCheck(theirs, os.Args[1:], flag.CommandLine, app) // an upgrade's old image asks (upgrade.go)
 	}
 	if version, ok := os.LookupEnv(workerEnv); ok {
 		return workerEntry(version, os.Args[1:], flag.CommandLine, app)
@@ -56,8 +56,14 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	log := sink.logger()
 	fe := newFrontEnd(log)
 	fe.sink = sink
-	// First, so that no SIGHUP from now on ends the process.
+	// First, so that no SIGHUP from now on ends the process, nor a
+	// SIGTTIN or SIGTTOU stops it, nor a SIGUSR2 ends it; and after an
+	// upgrade's exec, the descriptors handed over are close-on-exec again
+	// before the program's own code (its Check) can start a child.
 	fe.reloads = watchHangups(fe)
+	watchScaling(fe)
+	watchUpgrades(fe)
+	h, herr := takeHandover()
 	cfg, err := parseConfig(args, stdout, appFlags, app.Check)
 	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errVersionShown) {
 		return exitOK
@@ -70,11 +76,10 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		return exitUsage
 	}
 	cfg.warnCache(appFlags, log)
-	h, err := takeHandover()
-	if err != nil {
+	if herr != nil {
 		// The old image is gone: its workers read EOF as this exits, and
 		// drain.
-		log.Error("upgrade: cannot take over", "err", err)
+		log.Error("upgrade: cannot take over", "err", herr)
 		return exitFailure
 	}
 	var ln net.Listener
@@ -90,8 +95,6 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	fe.delay = cfg.ShutdownDelay
 	watchSignals(fe)
 	watchReopens(fe)
-	watchScaling(fe)
-	watchUpgrades(fe)
 	fe.n = newNotifier(log)
 	return runService(cfg, app, ln, fe, h)
 }
@@ -158,17 +161,19 @@ func programName() string {
 // stop and reload requests (signals, or the program's own Control), the
 // service manager and the log.
 type frontEnd struct {
-	stop     chan struct{}   // closed when the stop is requested: first SIGINT or SIGTERM, or Control.Stop
-	stopOnce sync.Once       // closes stop
-	hurry    context.Context // cancelled by the second signal: skip the rest of the drain
-	cut      context.CancelFunc
-	reloads  *reloader      // SIGHUPs, coalesced
-	scales   chan int       // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
-	upgrades chan struct{}  // SIGUSR2's, until the Service takes them
-	sigs     chan os.Signal // the stop signals, to watchSignals
-	n        *notifier      // sd_notify
-	log      *slog.Logger
-	sink     *logSink // log's output, which the workers' lines share (output.go)
+	stop      chan struct{}   // closed when the stop is requested: first SIGINT or SIGTERM, or Control.Stop
+	stopOnce  sync.Once       // closes stop
+	hurry     context.Context // cancelled by the second signal: skip the rest of the drain
+	cut       context.CancelFunc
+	reloads   *reloader       // SIGHUPs, coalesced
+	scales    chan int        // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
+	upgrades  chan struct{}   // SIGUSR2's, until the Service takes them
+	sigs      chan os.Signal  // the stop signals, to watchSignals
+	quiet     chan chan error // an upgrade's exec asks watchSignals to quiet the stop signals
+	stopAsked atomic.Bool     // set by requestStop as it begins
+	n         *notifier       // sd_notify
+	log       *slog.Logger
+	sink      *logSink // log's output, which the workers' lines share (output.go)
 	// accessFile is the access log when it is a file, which SIGUSR1
 	// reopens: set by runService, read by the signal's goroutine; nil
 	// otherwise.
@@ -189,7 +194,8 @@ type frontEnd struct {
 }
 
 func newFrontEnd(log *slog.Logger) *frontEnd {
-	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{}), scales: make(chan int, 16), upgrades: make(chan struct{}, 1)}
+	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{}), scales: make(chan int, 16), upgrades: make(chan struct{}, 1),
+		quiet: make(chan chan error)}
 	fe.hurry, fe.cut = context.WithCancel(context.Background())
 	return fe
 }
@@ -201,6 +207,7 @@ func newFrontEnd(log *slog.Logger) *frontEnd {
 // being spent on skipping a delay that never runs.
 func (fe *frontEnd) requestStop(by ...any) {
 	fe.stopOnce.Do(func() {
+		fe.stopAsked.Store(true) // before the line, which may wait: an upgrade's exec looks (quietStops)
 		fe.log.Info("stop requested", append(by, "generation", fe.generation.Load())...)
 		fe.delaying.Store(fe.delay > 0 && fe.served.Load())
 		close(fe.stop)
@@ -283,49 +290,82 @@ func listen(cfg *config, activated net.Listener, isActivated bool, log *slog.Log
 
 // watchSignals is the signal front end. The first SIGINT or SIGTERM
 // requests the stop; the next skips the shutdown delay while it runs,
-// and otherwise cancels hurry, which skips the rest of the drain.
+// and otherwise cancels hurry, which skips the rest of the drain. It is
+// also where an upgrade's exec quiets them (quietStops): one goroutine
+// takes both, so a signal it has taken is a stop the exec sees.
 func watchSignals(fe *frontEnd) {
 	sigs := make(chan os.Signal, 2)
 	fe.sigs = sigs
 	signal.Notify(sigs, stopSignals...)
 	go func() {
-		sig := <-sigs
-		fe.requestStop("signal", sig.String())
-		for sig = range sigs {
-			if !fe.skipDelay() {
-				break
+		taken := 0
+		for {
+			select {
+			case sig := <-sigs:
+				if taken++; !fe.stopSignal(sig, taken == 1) {
+					return
+				}
+			case r := <-fe.quiet:
+				r <- fe.quietNow(sigs)
 			}
 		}
+	}()
+}
+
+// stopSignal acts on a stop signal, the first or a later one, and
+// reports whether later ones still matter.
+func (fe *frontEnd) stopSignal(sig os.Signal, first bool) bool {
+	switch {
+	case first:
+		fe.requestStop("signal", sig.String())
+	case fe.skipDelay():
+	default:
 		fe.log.Warn("second signal: skipping the rest of the drain", "signal", sig.String(), "generation", fe.generation.Load())
 		fe.cut()
-	}()
+		return false
+	}
+	return true
 }
 
 // stopSignals are the signals that ask for the stop.
 var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 
+// errStopFirst fails an upgrade whose exec a stop came before.
+var errStopFirst = errors.New("a stop was asked for first")
+
 // quietStops is the front end's part of an upgrade's exec: from now on a
 // stop signal takes its default action (it ends the process, and the
-// workers drain as on any parent death) instead of being queued for a
+// workers drain as on any parent death) instead of being taken by a
 // watcher the exec is about to end, where it would be lost and the new
-// image would serve on. It fails if a stop was asked for already, or is
-// queued: the stop goes first, and the upgrade does not happen.
+// image would serve on. It fails if a stop was asked for already, or
+// came meanwhile: the stop goes first, and the upgrade does not happen.
 func (fe *frontEnd) quietStops() error {
-	signal.Reset(stopSignals...)
+	r := make(chan error, 1)
 	select {
+	case fe.quiet <- r:
+		return <-r
 	case <-fe.stop:
-	default:
-		if len(fe.sigs) == 0 {
-			return nil
-		}
+		return errStopFirst
 	}
-	fe.loudStops()
-	return errors.New("a stop was asked for first")
 }
 
-// loudStops undoes quietStops: the exec failed, and the watcher takes
+// quietNow is quietStops in watchSignals' goroutine, which takes sigs.
+func (fe *frontEnd) quietNow(sigs chan os.Signal) error {
+	if fe.stopAsked.Load() {
+		return errStopFirst // by a signal taken, or by the program's Control.Stop
+	}
+	signal.Reset(stopSignals...)
+	if len(sigs) > 0 {
+		// One came as they were reset: the watcher takes it next.
+		fe.resumeStops()
+		return errStopFirst
+	}
+	return nil
+}
+
+// resumeStops undoes quietStops: the exec failed, and the watcher takes
 // the stop signals again.
-func (fe *frontEnd) loudStops() { signal.Notify(fe.sigs, stopSignals...) }
+func (fe *frontEnd) resumeStops() { signal.Notify(fe.sigs, stopSignals...) }
 
 // passScales hands svc the scales the signals ask for until it ends.
 func (fe *frontEnd) passScales(svc *Service) {
@@ -408,7 +448,7 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd, h *handover
 	svc.keys = cfg.TicketKeys
 	svc.serving = func(n int) { fe.generation.Store(int64(n)); fe.served.Store(true) }
 	if cfg.Workers > 1 && multiWorker {
-		svc.upgrades = &upgrader{statusLn: fe.statusLn, exec: execImage, quiet: fe.quietStops, loud: fe.loudStops}
+		svc.upgrades = &upgrader{statusLn: fe.statusLn, args: os.Args[1:], exec: execImage, quiet: fe.quietStops, loud: fe.resumeStops}
 	}
 	if period := watchdogPeriod(); period > 0 {
 		go svc.watchdog(period)
@@ -417,6 +457,15 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd, h *handover
 	if h != nil {
 		fe.generation.Store(int64(h.Serving.Number))
 		svc.takeOver(h)
+	}
+	if h != nil {
+		// Before the stop's watcher, so a stop right after the exec
+		// stops the adopted workers too, and before the status listener,
+		// so no scrape sees the counters without them.
+		if err := svc.adopt(h); err != nil {
+			log.Error("upgrade: cannot adopt", "err", err)
+			return exitFailure
+		}
 	}
 	go fe.reloads.run(svc.requestReload, svc.done)
 	go fe.passScales(svc)
@@ -435,10 +484,6 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd, h *handover
 		}
 	}()
 	if h != nil {
-		if err := svc.adopt(h); err != nil {
-			log.Error("upgrade: cannot adopt", "err", err)
-			return exitFailure
-		}
 		defer fe.startParent(app, svc)()
 		return fe.waitServed(svc)
 	}

@@ -23,7 +23,10 @@ func execImage(path string, h *handover, files handoverFiles) error {
 	if err != nil {
 		return fmt.Errorf("encode handover: %w", err)
 	}
-	f, err := os.CreateTemp("", "servery-handover-")
+	f, err := os.CreateTemp(handoverDir(), "servery-handover-")
+	if err != nil {
+		f, err = os.CreateTemp("", "servery-handover-") // /dev/shm full, or not ours
+	}
 	if err != nil {
 		return fmt.Errorf("handover file: %w", err)
 	}
@@ -40,22 +43,44 @@ func execImage(path string, h *handover, files handoverFiles) error {
 	// ForkLock's read side, as os/exec does).
 	syscall.ForkLock.Lock()
 	defer syscall.ForkLock.Unlock()
+	defer func() {
+		for _, x := range inherit {
+			setCloseOnExec(fdOf(x), true)
+		}
+	}()
 	for _, x := range inherit {
-		setCloseOnExec(fdOf(x), false)
+		// The new image could not take over without one of them, and
+		// the old one would be gone: fail here instead.
+		if err := setCloseOnExec(fdOf(x), false); err != nil {
+			return fmt.Errorf("hand over %s: %w", x.Name(), err)
+		}
 	}
 	env := append(os.Environ(), handoverEnv+"="+strconv.Itoa(fdOf(f)))
 	err = syscall.Exec(path, os.Args, env)
-	for _, x := range inherit {
-		setCloseOnExec(fdOf(x), true)
-	}
 	return fmt.Errorf("exec %s: %w", path, err)
 }
 
+// handoverDir is where the handover file is made, and unlinked at once:
+// memory (/dev/shm) where there is one, since it holds the TLS key and
+// the ticket keys; the temporary directory otherwise.
+func handoverDir() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
+}
+
 // setCloseOnExec sets or clears fd's close-on-exec flag.
-func setCloseOnExec(fd int, on bool) {
+func setCloseOnExec(fd int, on bool) error {
+	if fd < 0 {
+		return syscall.EBADF
+	}
 	flag := 0
 	if on {
 		flag = syscall.FD_CLOEXEC
 	}
-	syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_SETFD, uintptr(flag))
+	if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_SETFD, uintptr(flag)); errno != 0 {
+		return errno
+	}
+	return nil
 }

@@ -7,4 +7,4 @@ import "errors"
 func execImage(string, *handover, handoverFiles) error { return errors.ErrUnsupported }
 
 // setCloseOnExec does nothing: no descriptor is handed over on Windows.
-func setCloseOnExec(int, bool) {}
+func setCloseOnExec(int, bool) error { return nil }

@@ -34,9 +34,10 @@ const handoverEnv = "SERVERY_HANDOVER"
 // resume), every counter (so Prometheus sees no reset), the crash budget,
 // the generation's number and the workers of the serving generation.
 type handover struct {
-	Version int       `json:"version"`
-	ExecAt  time.Time `json:"exec_at"` // when the old image began the exec, for the window's length
-	Started time.Time `json:"started"` // when the service began: processStart of the first image
+	Version  int       `json:"version"`
+	Protocol int       `json:"protocol"` // the adopted workers' protocolVersion
+	ExecAt   time.Time `json:"exec_at"`  // when the old image began the exec, for the window's length
+	Started  time.Time `json:"started"`  // when the service began: processStart of the first image
 	// Listener and Status are descriptors: the listener and the status
 	// listener (-1: none).
 	Listener int `json:"listener"`
@@ -109,7 +110,7 @@ func (f handoverFiles) all() []*os.File { return append(slices.Clone(f.own), f.k
 // serving, and the descriptors it names.
 func (v *Service) handoverState(l *life, gen *Supervisor) (*handover, handoverFiles, error) {
 	var files handoverFiles
-	h := &handover{Version: handoverVersion, ExecAt: time.Now(), Started: processStart, Status: -1,
+	h := &handover{Version: handoverVersion, Protocol: protocolVersion, ExecAt: time.Now(), Started: processStart, Status: -1,
 		Numbered: l.numbered, Target: l.target, KeySeq: l.keySeq, Stats: l.stats, TLS: gen.cfg.Runtime.TLS}
 	now := time.Now()
 	for _, t := range l.losses {
@@ -139,7 +140,11 @@ func (v *Service) handoverState(l *life, gen *Supervisor) (*handover, handoverFi
 	if v.output != nil {
 		h.Dropped = v.output.droppedLines()
 	}
-	h.Serving, files.kept = gen.handOff()
+	var err error
+	if h.Serving, files.kept, err = gen.handOff(); err != nil {
+		closeAll(files.own...)
+		return nil, handoverFiles{}, err
+	}
 	for i := range h.Serving.Workers {
 		if s := l.slots.byIndex[h.Serving.Workers[i].Index]; s != nil {
 			h.Serving.Workers[i].Failures = s.failures
@@ -184,22 +189,40 @@ func (t *tally) takeOver(h handedTally) {
 
 // handOff is the generation's part of the handover, and the workers'
 // descriptors it names. Its lines are held (holdLines).
-func (s *Supervisor) handOff() (handedGen, []*os.File) {
+func (s *Supervisor) handOff() (handedGen, []*os.File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := handedGen{Number: s.cfg.Generation}
 	var files []*os.File
 	for _, p := range s.procs {
+		// One that left its slot, or exited, during the hold would be
+		// adopted as serving: the upgrade waits for its replacement.
+		select {
+		case <-p.exited:
+			return handedGen{}, nil, fmt.Errorf("worker %d (pid %d) exited during the hold", p.index, p.pid)
+		default:
+		}
+		if p.gone || p.hung {
+			return handedGen{}, nil, fmt.Errorf("worker %d (pid %d) left its slot during the hold", p.index, p.pid)
+		}
 		w := handedWorker{Index: p.index, PID: p.pid, In: fdOf(p.stdin), Out: fdOf(p.stdout), ReadyAt: p.readyAt.Load(),
 			Last: s.counts.last(p), Asked: p.asked, Limit: p.recycleLimit, Why: p.recycleWhy}
+		if w.In < 0 || w.Out < 0 {
+			return handedGen{}, nil, fmt.Errorf("worker %d (pid %d): its protocol pipes are closed", p.index, p.pid)
+		}
 		files = append(files, p.stdin, p.stdout)
+		live := p.following()
 		for _, f := range p.logs {
-			w.Logs = append(w.Logs, fdOf(f))
-			files = append(files, f)
+			fd := -1 // a stream that ended (a worker may close its stdout): no follower in the new image
+			if slices.Contains(live, f) {
+				fd = fdOf(f)
+				files = append(files, f)
+			}
+			w.Logs = append(w.Logs, fd)
 		}
 		g.Workers = append(g.Workers, w)
 	}
-	return g, files
+	return g, files, nil
 }
 
 // errHoldTimeout fails an upgrade whose workers did not all hold their
@@ -218,11 +241,12 @@ type holding struct {
 // holdLines asks every worker to hold its lines (msgHold), stops the
 // parent's readers of every pipe once they have read what came before,
 // and holds keyMu, so no ticket-key message is half written at the exec.
-// It blocks until all have parked, or until deadline: then it gives the
+// It blocks until all have parked, or for within: then it gives the
 // lines back and fails. A generation whose stop began, or that still
 // holds a worker that left its slot, is not steady and fails at once.
-func (s *Supervisor) holdLines(deadline time.Time) error {
+func (s *Supervisor) holdLines(within time.Duration) error {
 	s.keyMu.Lock()
+	deadline := time.Now().Add(within) // from the lock: a key send before it may have taken a while
 	s.mu.Lock()
 	procs := slices.Clone(s.procs)
 	busy := s.stopping || len(s.all) != len(s.procs)
@@ -236,14 +260,14 @@ func (s *Supervisor) holdLines(deadline time.Time) error {
 	}
 	n := 0
 	for _, p := range procs {
-		n += 1 + len(p.logs)
+		n += 1 + len(p.following())
 	}
 	h := &holding{parked: make(chan struct{}, n), resume: make(chan struct{})}
 	s.hold.Store(h)
 	for _, p := range procs {
 		p.stdin.SetWriteDeadline(deadline)
 		p.out.send(message{Type: msgHold}) // a worker that cannot take it does not park: the wait fails
-		for _, f := range p.logs {
+		for _, f := range p.following() {
 			f.SetReadDeadline(time.Unix(1, 0)) // now: the follower parks once it has read all there is
 		}
 	}
@@ -321,19 +345,32 @@ func takeHandover() (*handover, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("read handover: %w", err)
 	}
-	if h.Version != handoverVersion {
-		return nil, fmt.Errorf("handover version %d, this build reads %d", h.Version, handoverVersion)
+	// Close-on-exec again at once, before the program's own code can
+	// start a child that would hold a worker's pipe.
+	for _, fd := range h.descriptors() {
+		setCloseOnExec(fd, true)
+	}
+	if h.Version != handoverVersion || h.Protocol != protocolVersion {
+		return nil, fmt.Errorf("handover version %d, protocol %d; this build reads %d, %d", h.Version, h.Protocol, handoverVersion, protocolVersion)
 	}
 	return &h, nil
 }
 
-// inherited is the file at descriptor fd, handed over, made
-// close-on-exec again so that no worker started from now on inherits it.
+// descriptors are every descriptor h names.
+func (h *handover) descriptors() []int {
+	fds := []int{h.Listener, h.Status}
+	for _, w := range h.Serving.Workers {
+		fds = append(append(fds, w.In, w.Out), w.Logs...)
+	}
+	return slices.DeleteFunc(fds, func(fd int) bool { return fd < 0 })
+}
+
+// inherited is the file at descriptor fd, handed over (takeHandover has
+// made it close-on-exec again); nil for -1.
 func inherited(fd int, name string) *os.File {
 	if fd < 0 {
 		return nil
 	}
-	setCloseOnExec(fd, true)
 	return os.NewFile(uintptr(fd), name)
 }
 

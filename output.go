@@ -299,7 +299,7 @@ func (f *follower) run() {
 			// Nothing more has arrived: the batch goes out now. A raw
 			// block waits a moment for the rest of a dump.
 			f.flush()
-			if len(f.raw) > 0 {
+			if len(f.raw) > 0 && !f.hold.holding() { // a hold's deadline is now, and stays so
 				f.r.SetReadDeadline(time.Now().Add(rawBlockWait))
 			}
 		}
@@ -422,6 +422,19 @@ func closeAll(files ...*os.File) {
 	}
 }
 
+// following returns p's output pipes whose followers still read them.
+func (p *workerProc) following() []*os.File {
+	var live []*os.File
+	for i, f := range p.logs {
+		select {
+		case <-p.streamsDone[i]:
+		default:
+			live = append(live, f)
+		}
+	}
+	return live
+}
+
 // followOutput starts the readers of p's stdout and stderr, which close
 // p.logsDone once both have ended; without them it closes it at once.
 func (s *Supervisor) followOutput(p *workerProc) {
@@ -430,8 +443,15 @@ func (s *Supervisor) followOutput(p *workerProc) {
 		return
 	}
 	done := make([]chan struct{}, len(p.logs))
-	for i, r := range p.logs {
+	for i := range done {
 		done[i] = make(chan struct{})
+	}
+	p.streamsDone = done
+	for i, r := range p.logs {
+		if r == nil { // a stream that had ended before an upgrade (handover.go)
+			close(done[i])
+			continue
+		}
 		src := outputSource{generation: s.cfg.Generation, worker: p.index, pid: p.pid, stream: outputStreams[i]}
 		s.readers.Add(1) // release waits for it, so nothing is queued after the output closes
 		go func() {

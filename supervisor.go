@@ -762,7 +762,10 @@ type workerProc struct {
 	readerDone chan struct{} // closed once its output is read to the end
 	logs       []*os.File    // read ends of its stdout and stderr, when the parent writes them (output.go); else nil
 	logsDone   chan struct{} // closed once logs are read to the end, or at once without them
-	ended      bool          // its exit event was taken: by the barrier, then by its follow
+	// streamsDone has one channel per pipe in logs, closed once its
+	// follower has ended; set by followOutput before it starts them.
+	streamsDone []chan struct{}
+	ended       bool // its exit event was taken: by the barrier, then by its follow
 	// Under the Supervisor's mu:
 	gone         bool   // it left its slot: lost, replaced, or a replacement that failed
 	asked        bool   // it asked to be recycled

@@ -27,7 +27,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -53,32 +55,60 @@ const upgradeCheckTimeout = 10 * time.Second
 // errUpgradeDirect is the answer to an upgrade in direct mode.
 var errUpgradeDirect = errors.New("upgrade: direct mode (-workers 1) serves its connections in this process, which an exec would cut; restart it to run new code")
 
-// answerUpgradeCheck is the new executable's side of the check: it
-// writes the handover version it reads and exits 0 if the old image
-// writes the same one, 1 otherwise.
-func answerUpgradeCheck(theirs string) int {
-	fmt.Printf("handover %d\n", handoverVersion)
-	if theirs != strconv.Itoa(handoverVersion) {
-		fmt.Fprintf(os.Stderr, "%s: handover version %s, this build reads %d\n", programName(), theirs, handoverVersion)
+// checkAnswer is what the new executable says in its check mode: the
+// handover format it reads and the protocol it speaks to the workers it
+// will adopt.
+var checkAnswer = fmt.Sprintf("handover %d protocol %d", handoverVersion, protocolVersion)
+
+// answerUpgradeCheck is the new executable's side of the check, with the
+// parent's command line: it says what it reads (checkAnswer), and exits
+// 0 only if the old image writes the same handover version and the
+// command line is one it would serve in worker mode, the App's Check
+// included. So a flag it no longer knows, or a Check that now fails,
+// fails the upgrade while the old image still serves, not after.
+func answerUpgradeCheck(theirs string, args []string, appFlags *flag.FlagSet, app App) int {
+	fmt.Println(checkAnswer)
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", programName(), fmt.Sprintf(format, a...))
 		return exitFailure
+	}
+	if theirs != strconv.Itoa(handoverVersion) {
+		return fail("handover version %s, this build reads %d", theirs, handoverVersion)
+	}
+	cfg, err := parseConfig(args, io.Discard, appFlags, app.Check)
+	switch {
+	case err != nil:
+		return fail("%v", err)
+	case cfg.Workers < 2:
+		return fail("this build runs the command line in direct mode (-workers %d), which cannot adopt workers", cfg.Workers)
 	}
 	return exitOK
 }
 
-// checkExecutable runs the executable at path in its check mode and
-// fails unless it exits 0 naming this build's handover version: a
-// missing or unreadable file, another architecture, a build that
-// crashes at start or reads another version. Only then is anything
-// changed.
-func checkExecutable(ctx context.Context, path string) error {
+// checkExecutable runs the executable at path in its check mode, with
+// this parent's command line (args), and fails unless it exits 0 naming this
+// build's handover version and protocol: a missing or unreadable file,
+// another architecture, a build that crashes at start, reads another
+// version, or refuses the command line. Only then is anything changed.
+func checkExecutable(ctx context.Context, path string, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, upgradeCheckTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path)
-	cmd.Env = append(os.Environ(), upgradeCheckEnv+"="+strconv.Itoa(handoverVersion))
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Args[0] = os.Args[0]
+	// Nothing of the parent's that the service manager gave it: a build
+	// without the check mode (older than it) would start a server, which
+	// must not notify, nor take a socket; it fails on the bound address.
+	for _, kv := range os.Environ() {
+		if !parentOnlyEnv(kv) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, upgradeCheckEnv+"="+strconv.Itoa(handoverVersion))
+	cmd.WaitDelay = time.Second // a descendant holding its output does not hold the check
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	want := fmt.Sprintf("handover %d", handoverVersion)
+	want := checkAnswer
 	said := strings.TrimSpace(string(out))
 	switch {
 	case err != nil && stderr.Len() > 0:
@@ -173,7 +203,7 @@ func (v *Service) nextUpgrade(l *life) {
 	go func() {
 		defer cancel()
 		if err == nil {
-			err = checkExecutable(ctx, path)
+			err = checkExecutable(ctx, path, v.upgrades.args)
 		}
 		v.send(evUpgradeChecked{path: path, err: err})
 	}()
@@ -226,7 +256,7 @@ func (v *Service) handOver(l *life, path string) error {
 	if !ok {
 		return errUpgradeDirect
 	}
-	if err := gen.holdLines(time.Now().Add(time.Second)); err != nil {
+	if err := gen.holdLines(time.Second); err != nil {
 		return err
 	}
 	defer gen.resumeLines()
@@ -254,6 +284,7 @@ func (v *Service) handOver(l *life, path string) error {
 // the exec (execImage), which a test may swap for one that fails.
 type upgrader struct {
 	statusLn net.Listener // nil: none
+	args     []string     // the parent's command line, which the check is run with
 	exec     func(path string, h *handover, files handoverFiles) error
 	// quiet, when set, is called just before the exec, and loud if the
 	// exec failed: the front end's stop signals (frontEnd.quietStops).
@@ -292,7 +323,8 @@ func (v *Service) onAdopt(l *life, ev evAdopt) {
 		reply(ev.reply, errStartedTwice)
 		return
 	}
-	l.started, l.target, l.numbered, l.keySeq, l.stats = true, h.Target, h.Serving.Number, h.KeySeq, h.Stats
+	l.started, l.target, l.keySeq, l.stats = true, h.Target, h.KeySeq, h.Stats
+	l.numbered = max(h.Numbered, h.Serving.Number) // a failed reload's number is spent too
 	now := time.Now()
 	for _, age := range h.Losses {
 		l.losses = append(l.losses, now.Add(-age))

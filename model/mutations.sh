@@ -1515,7 +1515,7 @@ m_upgrade-tally() {
 
 mutant upgrade-keys "the ticket keys cross the exec, so sessions resume" \
 	"the new image makes keys of its own" \
-	"TestSessionsResumeAcrossUpgrades"
+	"TestAHundredUpgradesResumeSessionsAndLeaveNoDescriptorBehind"
 m_upgrade-keys() {
 	edit command.go '		cfg.TicketKeys = &ticketKeys{keys: h.Keys}
 		cfg.Runtime.TicketKeys = h.Keys' '		cfg.TicketKeys, _ = newTicketKeys()
@@ -1524,7 +1524,7 @@ m_upgrade-keys() {
 
 mutant upgrade-listener "the listeners cross the exec with the workers' pipes: the address stays bound" \
 	"only the workers' pipes and the handover file lose close-on-exec" \
-	"TestTwentyUpgradesUnderLoadKeepThePidAndFailNothing TestSessionsResumeAcrossUpgrades"
+	"TestTwentyUpgradesUnderLoadKeepThePidAndFailNothing TestAHundredUpgradesResumeSessionsAndLeaveNoDescriptorBehind"
 m_upgrade-listener() {
 	edit exec_unix.go '	inherit := append(files.all(), f)' '	inherit := append(files.kept, f)'
 }
