@@ -91,9 +91,10 @@ type App struct {
 // for what the operator's signals ask for. Its methods are safe for
 // concurrent use.
 type Control struct {
-	reload func(ctx context.Context) error
-	scale  func(ctx context.Context, n int) error
-	stop   func()
+	reload  func(ctx context.Context) error
+	scale   func(ctx context.Context, n int) error
+	upgrade func(ctx context.Context) error
+	stop    func()
 }
 
 // Reload starts the next generation, as SIGHUP does, and blocks until it
@@ -112,6 +113,15 @@ func (c *Control) Reload(ctx context.Context) error { return c.reload(ctx) }
 // most -workers' bound; direct mode (-workers 1) cannot scale. ctx
 // bounds only the wait.
 func (c *Control) Scale(ctx context.Context, n int) error { return c.scale(ctx, n) }
+
+// Upgrade runs the executable on disk in the parent in place of the
+// running code, keeping the pid, as SIGUSR2 does, and then in new
+// workers. It returns an error only if the upgrade did not happen (the
+// new executable failed its check, or the exec failed) and the running
+// code serves on; once the exec succeeds this process runs the new code
+// from its start, App.Parent included, and the call never returns.
+// Direct mode (-workers 1) cannot upgrade. ctx bounds only the wait.
+func (c *Control) Upgrade(ctx context.Context) error { return c.upgrade(ctx) }
 
 // Stop begins the stop, as the first SIGTERM does, and returns at once;
 // Main returns once the stop has run its course.

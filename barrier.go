@@ -37,7 +37,7 @@ import (
 // misreading the parent. 7: the pipes moved from stdin and stdout to
 // fds 4 and 5; stats carry the worker's
 // progress, stall and stuck requests.
-const protocolVersion = 7
+const protocolVersion = 8
 
 // workerEnv selects worker mode when set, with the protocol version as its
 // value. An environment variable rather than a flag keeps worker mode out
@@ -68,6 +68,13 @@ const (
 	// After commit, the messages the parent may send a serving worker.
 	msgTicketKeys = "ticket_keys" // parent → worker: the rotated session ticket keys
 	msgStats      = "stats"       // parent → worker: your counters, please; worker → parent: with them
+	// An upgrade of the parent (upgrade.go) holds every worker's lines
+	// across its exec: hold asks a worker to write nothing after its
+	// held until resume, which the parent's new image sends once it has
+	// adopted the worker.
+	msgHold   = "hold"   // parent → worker: answer held, then write nothing until resume
+	msgHeld   = "held"   // worker → parent: the last line before resume
+	msgResume = "resume" // parent → worker: write again
 )
 
 // message is one protocol line. Type says which other fields matter.
@@ -175,7 +182,7 @@ func (m message) check() error {
 				return fmt.Errorf("ticket key of %d bytes, want 32", len(k))
 			}
 		}
-	case msgStarting, msgCommit, msgReady, msgStats:
+	case msgStarting, msgCommit, msgReady, msgStats, msgHold, msgHeld, msgResume:
 		// A stats request carries nothing; the parent checks that an
 		// answer carries the counters (Supervisor.read).
 	default:
@@ -219,6 +226,34 @@ type lineWriter struct {
 	mu    sync.Mutex
 	w     io.Writer
 	trace func(message)
+	held  bool // hold keeps mu until release; only the caller of both reads it
+}
+
+// hold sends m and keeps the writer locked, so that m is the last line
+// until release: every other send waits for it. The lock is taken once,
+// for the write and the hold alike, so no waiting send slips in between.
+func (w *lineWriter) hold(m message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", m.Type, err)
+	}
+	w.mu.Lock()
+	w.held = true
+	if w.trace != nil {
+		w.trace(m)
+	}
+	if _, err := w.w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("send %s: %w", m.Type, err)
+	}
+	return nil
+}
+
+// release ends a hold, if one is on.
+func (w *lineWriter) release() {
+	if w.held {
+		w.held = false
+		w.mu.Unlock()
+	}
 }
 
 // send writes m as one line. A line longer than the pipe's atomic size

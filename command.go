@@ -40,6 +40,9 @@ var processStart = time.Now()
 // serves app. Code a program runs before calling Main runs in the parent
 // and in every worker alike, so it should only define flags.
 func Main(app App) int {
+	if theirs, ok := os.LookupEnv(upgradeCheckEnv); ok {
+		return answerUpgradeCheck(theirs, os.Args[1:], flag.CommandLine, app) // an upgrade's old image asks (upgrade.go)
+	}
 	if version, ok := os.LookupEnv(workerEnv); ok {
 		return workerEntry(version, os.Args[1:], flag.CommandLine, app)
 	}
@@ -53,8 +56,14 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 	log := sink.logger()
 	fe := newFrontEnd(log)
 	fe.sink = sink
-	// First, so that no SIGHUP from now on ends the process.
+	// First, so that no SIGHUP from now on ends the process, nor a
+	// SIGTTIN or SIGTTOU stops it, nor a SIGUSR2 ends it; and after an
+	// upgrade's exec, the descriptors handed over are close-on-exec again
+	// before the program's own code (its Check) can start a child.
 	fe.reloads = watchHangups(fe)
+	watchScaling(fe)
+	watchUpgrades(fe)
+	h, herr := takeHandover()
 	cfg, err := parseConfig(args, stdout, appFlags, app.Check)
 	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errVersionShown) {
 		return exitOK
@@ -67,34 +76,79 @@ func run(args []string, stdout, stderr io.Writer, appFlags *flag.FlagSet, app Ap
 		return exitUsage
 	}
 	cfg.warnCache(appFlags, log)
-	activated, isActivated, err := activatedListener()
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: socket activation: %v\n", programName(), err)
-		return exitUsage
-	}
-	if err := cfg.makeIdentity(log); err != nil {
-		log.Error("tls", "err", err)
+	if herr != nil {
+		// The old image is gone: its workers read EOF as this exits, and
+		// drain.
+		log.Error("upgrade: cannot take over", "err", herr)
 		return exitFailure
 	}
-	ln, err := listen(cfg, activated, isActivated, log)
-	if err != nil {
-		log.Error("cannot listen", "addr", cfg.Addr, "err", err)
-		return exitFailure
+	var ln net.Listener
+	code := exitFailure
+	if h != nil {
+		ln, err = fe.takeOver(cfg, h)
+	} else {
+		ln, code, err = fe.bind(cfg, stderr)
 	}
-	if cfg.StatusAddr != "" {
-		if fe.statusLn, err = net.Listen("tcp", cfg.StatusAddr); err != nil {
-			ln.Close()
-			log.Error("cannot listen", "status_addr", cfg.StatusAddr, "err", err)
-			return exitFailure
-		}
+	if err != nil {
+		return code
 	}
 	fe.delay = cfg.ShutdownDelay
 	watchSignals(fe)
 	watchReopens(fe)
-	watchScaling(fe)
-	refuseUpgrades(fe, cfg.Workers)
 	fe.n = newNotifier(log)
-	return runService(cfg, app, ln, fe)
+	return runService(cfg, app, ln, fe, h)
+}
+
+// bind makes what the service serves with when it starts: the TLS
+// identity, the listener (systemd's, or -addr) and the status listener.
+// It logs what fails, and returns the exit status that failure means: a
+// socket passed that it cannot serve is the configuration's fault.
+func (fe *frontEnd) bind(cfg *config, stderr io.Writer) (net.Listener, int, error) {
+	activated, isActivated, err := activatedListener()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: socket activation: %v\n", programName(), err)
+		return nil, exitUsage, err
+	}
+	if err := cfg.makeIdentity(fe.log); err != nil {
+		fe.log.Error("tls", "err", err)
+		return nil, exitFailure, err
+	}
+	ln, err := listen(cfg, activated, isActivated, fe.log)
+	if err != nil {
+		fe.log.Error("cannot listen", "addr", cfg.Addr, "err", err)
+		return nil, exitFailure, err
+	}
+	if cfg.StatusAddr != "" {
+		if fe.statusLn, err = net.Listen("tcp", cfg.StatusAddr); err != nil {
+			ln.Close()
+			fe.log.Error("cannot listen", "status_addr", cfg.StatusAddr, "err", err)
+			return nil, exitFailure, err
+		}
+	}
+	return ln, exitOK, nil
+}
+
+// takeOver is bind for an upgrade's new image: the listeners, the TLS
+// identity and the ticket keys are the old image's, handed over, so the
+// address stays bound and sessions resume.
+func (fe *frontEnd) takeOver(cfg *config, h *handover) (net.Listener, error) {
+	if h.TLS != nil {
+		cfg.Runtime.TLS = h.TLS
+		cfg.TicketKeys = &ticketKeys{keys: h.Keys}
+		cfg.Runtime.TicketKeys = h.Keys
+	}
+	ln, err := handedListener(h.Listener, "listener")
+	if err == nil {
+		fe.statusLn, err = handedListener(h.Status, "status listener")
+	}
+	if err != nil {
+		fe.log.Error("upgrade: cannot take over", "err", err)
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, err
+	}
+	return ln, nil
 }
 
 // programName is the name this program was started as, for the lines it
@@ -107,15 +161,19 @@ func programName() string {
 // stop and reload requests (signals, or the program's own Control), the
 // service manager and the log.
 type frontEnd struct {
-	stop     chan struct{}   // closed when the stop is requested: first SIGINT or SIGTERM, or Control.Stop
-	stopOnce sync.Once       // closes stop
-	hurry    context.Context // cancelled by the second signal: skip the rest of the drain
-	cut      context.CancelFunc
-	reloads  *reloader // SIGHUPs, coalesced
-	scales   chan int  // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
-	n        *notifier // sd_notify
-	log      *slog.Logger
-	sink     *logSink // log's output, which the workers' lines share (output.go)
+	stop      chan struct{}   // closed when the stop is requested: first SIGINT or SIGTERM, or Control.Stop
+	stopOnce  sync.Once       // closes stop
+	hurry     context.Context // cancelled by the second signal: skip the rest of the drain
+	cut       context.CancelFunc
+	reloads   *reloader       // SIGHUPs, coalesced
+	scales    chan int        // SIGTTIN's 1 and SIGTTOU's -1, until the Service takes them
+	upgrades  chan struct{}   // SIGUSR2's, until the Service takes them
+	sigs      chan os.Signal  // the stop signals, to watchSignals
+	quiet     chan chan error // an upgrade's exec asks watchSignals to quiet the stop signals
+	stopAsked atomic.Bool     // set by requestStop as it begins
+	n         *notifier       // sd_notify
+	log       *slog.Logger
+	sink      *logSink // log's output, which the workers' lines share (output.go)
 	// accessFile is the access log when it is a file, which SIGUSR1
 	// reopens: set by runService, read by the signal's goroutine; nil
 	// otherwise.
@@ -136,7 +194,8 @@ type frontEnd struct {
 }
 
 func newFrontEnd(log *slog.Logger) *frontEnd {
-	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{}), scales: make(chan int, 16)}
+	fe := &frontEnd{log: log, stop: make(chan struct{}), skip: make(chan struct{}), scales: make(chan int, 16), upgrades: make(chan struct{}, 1),
+		quiet: make(chan chan error)}
 	fe.hurry, fe.cut = context.WithCancel(context.Background())
 	return fe
 }
@@ -148,6 +207,7 @@ func newFrontEnd(log *slog.Logger) *frontEnd {
 // being spent on skipping a delay that never runs.
 func (fe *frontEnd) requestStop(by ...any) {
 	fe.stopOnce.Do(func() {
+		fe.stopAsked.Store(true) // before the line, which may wait: an upgrade's exec looks (quietStops)
 		fe.log.Info("stop requested", append(by, "generation", fe.generation.Load())...)
 		fe.delaying.Store(fe.delay > 0 && fe.served.Load())
 		close(fe.stop)
@@ -193,7 +253,8 @@ func (fe *frontEnd) shutdownDelay(svc *Service) {
 }
 
 // startParent runs app.Parent, if the program has one, in a goroutine of
-// its own, with a Control over svc's reload and scale and the front end's stop. Its
+// its own, with a Control over svc's reload, scale and upgrade and the
+// front end's stop. Its
 // context ends when the stop begins or when the returned cancel is
 // called, as the mode returns.
 func (fe *frontEnd) startParent(app App, svc *Service) (cancel func()) {
@@ -208,7 +269,7 @@ func (fe *frontEnd) startParent(app App, svc *Service) (cancel func()) {
 		case <-ctx.Done():
 		}
 	}()
-	c := &Control{reload: svc.Reload, scale: svc.Scale, stop: func() { fe.requestStop("by", "program") }}
+	c := &Control{reload: svc.Reload, scale: svc.Scale, upgrade: svc.Upgrade, stop: func() { fe.requestStop("by", "program") }}
 	go app.Parent(ctx, c)
 	return cancel
 }
@@ -229,22 +290,82 @@ func listen(cfg *config, activated net.Listener, isActivated bool, log *slog.Log
 
 // watchSignals is the signal front end. The first SIGINT or SIGTERM
 // requests the stop; the next skips the shutdown delay while it runs,
-// and otherwise cancels hurry, which skips the rest of the drain.
+// and otherwise cancels hurry, which skips the rest of the drain. It is
+// also where an upgrade's exec quiets them (quietStops): one goroutine
+// takes both, so a signal it has taken is a stop the exec sees.
 func watchSignals(fe *frontEnd) {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	fe.sigs = sigs
+	signal.Notify(sigs, stopSignals...)
 	go func() {
-		sig := <-sigs
-		fe.requestStop("signal", sig.String())
-		for sig = range sigs {
-			if !fe.skipDelay() {
-				break
+		taken := 0
+		for {
+			select {
+			case sig := <-sigs:
+				if taken++; !fe.stopSignal(sig, taken == 1) {
+					return
+				}
+			case r := <-fe.quiet:
+				r <- fe.quietNow(sigs)
 			}
 		}
-		fe.log.Warn("second signal: skipping the rest of the drain", "signal", sig.String(), "generation", fe.generation.Load())
-		fe.cut()
 	}()
 }
+
+// stopSignal acts on a stop signal, the first or a later one, and
+// reports whether later ones still matter.
+func (fe *frontEnd) stopSignal(sig os.Signal, first bool) bool {
+	switch {
+	case first:
+		fe.requestStop("signal", sig.String())
+	case fe.skipDelay():
+	default:
+		fe.log.Warn("second signal: skipping the rest of the drain", "signal", sig.String(), "generation", fe.generation.Load())
+		fe.cut()
+		return false
+	}
+	return true
+}
+
+// stopSignals are the signals that ask for the stop.
+var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+
+// errStopFirst fails an upgrade whose exec a stop came before.
+var errStopFirst = errors.New("a stop was asked for first")
+
+// quietStops is the front end's part of an upgrade's exec: from now on a
+// stop signal takes its default action (it ends the process, and the
+// workers drain as on any parent death) instead of being taken by a
+// watcher the exec is about to end, where it would be lost and the new
+// image would serve on. It fails if a stop was asked for already, or
+// came meanwhile: the stop goes first, and the upgrade does not happen.
+func (fe *frontEnd) quietStops() error {
+	r := make(chan error, 1)
+	select {
+	case fe.quiet <- r:
+		return <-r
+	case <-fe.stop:
+		return errStopFirst
+	}
+}
+
+// quietNow is quietStops in watchSignals' goroutine, which takes sigs.
+func (fe *frontEnd) quietNow(sigs chan os.Signal) error {
+	if fe.stopAsked.Load() {
+		return errStopFirst // by a signal taken, or by the program's Control.Stop
+	}
+	signal.Reset(stopSignals...)
+	if len(sigs) > 0 {
+		// One came as they were reset: the watcher takes it next.
+		fe.resumeStops()
+		return errStopFirst
+	}
+	return nil
+}
+
+// resumeStops undoes quietStops: the exec failed, and the watcher takes
+// the stop signals again.
+func (fe *frontEnd) resumeStops() { signal.Notify(fe.sigs, stopSignals...) }
 
 // passScales hands svc the scales the signals ask for until it ends.
 func (fe *frontEnd) passScales(svc *Service) {
@@ -298,7 +419,7 @@ func (fe *frontEnd) reopenLogs() {
 // status. With -workers 1 a generation is direct mode's in-process
 // handler, otherwise worker processes; the lifecycle loop drives both
 // alike (lifecycle.go).
-func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
+func runService(cfg *config, app App, ln net.Listener, fe *frontEnd, h *handover) int {
 	log := fe.log
 	access, err := fe.openAccessLog(cfg.Runtime.AccessLog)
 	if err != nil {
@@ -326,12 +447,29 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	svc.notify = fe.n.notify
 	svc.keys = cfg.TicketKeys
 	svc.serving = func(n int) { fe.generation.Store(int64(n)); fe.served.Store(true) }
+	if cfg.Workers > 1 && multiWorker {
+		svc.upgrades = &upgrader{statusLn: fe.statusLn, args: os.Args[1:], exec: execImage, quiet: fe.quietStops, loud: fe.resumeStops}
+	}
 	if period := watchdogPeriod(); period > 0 {
 		go svc.watchdog(period)
 	}
 	fe.generation.Store(1)
+	if h != nil {
+		fe.generation.Store(int64(h.Serving.Number))
+		svc.takeOver(h)
+	}
+	if h != nil {
+		// Before the stop's watcher, so a stop right after the exec
+		// stops the adopted workers too, and before the status listener,
+		// so no scrape sees the counters without them.
+		if err := svc.adopt(h); err != nil {
+			log.Error("upgrade: cannot adopt", "err", err)
+			return exitFailure
+		}
+	}
 	go fe.reloads.run(svc.requestReload, svc.done)
 	go fe.passScales(svc)
+	go fe.passUpgrades(svc)
 	if fe.statusLn != nil {
 		st := serveStatus(fe.statusLn, svc, log)
 		defer st.close()
@@ -345,6 +483,10 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 		case <-svc.done:
 		}
 	}()
+	if h != nil {
+		defer fe.startParent(app, svc)()
+		return fe.waitServed(svc)
+	}
 	if err := svc.Start(context.Background()); err != nil {
 		if errors.Is(err, context.Canceled) && !errors.Is(err, errSurvived) && !errors.Is(err, errAppStop) {
 			// The operator stopped a startup, and the rollback was clean.
@@ -357,14 +499,31 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd) int {
 	log.Info("serving", "generation", 1, "url", cfg.url(ln), "workers", cfg.Workers,
 		"pids", fmt.Sprint(svc.pids()), "ready_in", time.Since(processStart).Round(100*time.Microsecond))
 	defer fe.startParent(app, svc)()
-	err = svc.Wait()
+	return fe.waitServed(svc)
+}
+
+// waitServed waits for svc to end and returns the exit status.
+func (fe *frontEnd) waitServed(svc *Service) int {
+	err := svc.Wait()
 	gen := svc.state().Serving
 	if err != nil {
-		log.Error("stopped with error", "generation", gen, "err", err)
+		fe.log.Error("stopped with error", "generation", gen, "err", err)
 		return exitFailure
 	}
-	log.Info("stopped", "generation", gen)
+	fe.log.Info("stopped", "generation", gen)
 	return exitOK
+}
+
+// passUpgrades hands svc the upgrades SIGUSR2 asks for until it ends.
+func (fe *frontEnd) passUpgrades(svc *Service) {
+	for {
+		select {
+		case <-fe.upgrades:
+			svc.requestUpgrade()
+		case <-svc.done:
+			return
+		}
+	}
 }
 
 // generations returns what builds each generation for the Service:

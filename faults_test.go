@@ -40,6 +40,14 @@ func TestMain(m *testing.M) {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
 	switch {
+	case os.Getenv(upgradeCheckEnv) != "" && os.Getenv(checkFaultEnv) == "slow":
+		time.Sleep(3 * time.Second) // a check the test signals the parent during
+		os.Exit(checkStatic())
+	case os.Getenv(upgradeCheckEnv) != "" && os.Getenv(checkFaultEnv) != "":
+		fmt.Println("handover 99") // a build of another handover format
+		os.Exit(exitFailure)
+	case os.Getenv(upgradeCheckEnv) != "":
+		os.Exit(checkStatic())
 	case os.Getenv(workerEnv) != "":
 		os.Exit(testWorker(os.Getenv(faultEnv)))
 	case os.Getenv(grandchildEnv) != "":
@@ -51,6 +59,11 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// checkFaultEnv makes the test binary's upgrade check answer a handover
+// version it does not read, as a build of another format would, or, set
+// to "slow", take 3 s to answer (upgrade_test.go).
+const checkFaultEnv = "SERVERY_TEST_CHECK_FAULT"
 
 // Worker faults, each named after what it does.
 const (
@@ -171,6 +184,12 @@ func testApp(fs *flag.FlagSet) App {
 // runStatic is run with the test App (the static site, unless appEnv asks
 // for the probe), on flags of its own, so tests can call it many times in
 // one process.
+// checkStatic is Main's upgrade check for the program runStatic runs.
+func checkStatic() int {
+	fs := flag.NewFlagSet("static", flag.ContinueOnError)
+	return answerUpgradeCheck(os.Getenv(upgradeCheckEnv), os.Args[1:], fs, testApp(fs))
+}
+
 func runStatic(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("static", flag.ContinueOnError)
 	return run(args, stdout, stderr, fs, testApp(fs))

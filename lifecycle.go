@@ -22,6 +22,7 @@ package main
 // onto the other.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -141,6 +142,17 @@ type (
 		r    replacement
 		err  error
 	}
+
+	// Upgrading's (upgrade.go, handover.go):
+	evUpgrade        struct{ reply chan error } // Upgrade or SIGUSR2 (reply nil)
+	evUpgradeChecked struct {                   // the check of the new executable returned
+		path string
+		err  error
+	}
+	evAdopt struct { // the new image's start: adopt what the old one handed over
+		h     *handover
+		reply chan error
+	}
 )
 
 // lifeState is a snapshot of run's state: generation numbers, 0 for
@@ -173,6 +185,14 @@ type life struct {
 	losses   []time.Time    // workers lost within the policy's window, for its budget
 	leaving  bool           // a stop was asked for with a shutdown delay, which runs: not ready, serving on
 	stats    statusSnapshot // what happened so far, for the status listener (its counts only)
+	rotateAt time.Time      // when the ticket keys rotate next
+	rotateIn time.Duration  // an adopting image's time to its first rotation; 0: the period
+	upgrade  bool           // an upgrade is asked for (upgrade.go)
+	upgrades []chan error   // its callers (a signal's is nil)
+	checking bool           // the new executable's check runs
+	// cancelCheck ends the check's context (its child is killed): the
+	// upgrade was answered, by the end or its outcome.
+	cancelCheck context.CancelFunc
 }
 
 // startingGen is a generation in its Start, and who waits for it.
@@ -227,7 +247,14 @@ func (v *Service) run() {
 			v.onScale(l, ev)
 		case evGrown:
 			v.onGrown(l, ev)
+		case evUpgrade:
+			v.onUpgrade(l, ev)
+		case evUpgradeChecked:
+			v.onUpgradeChecked(l, ev)
+		case evAdopt:
+			v.onAdopt(l, ev)
 		}
+		v.nextUpgrade(l) // an upgrade waits until nothing else is under way
 	}
 	v.ln.Close()
 	v.err = errors.Join(l.endErr, l.retired)
@@ -295,19 +322,24 @@ func (v *Service) begin(l *life, ctx context.Context, replies []chan error) {
 		keys = v.keys.current()
 	}
 	var gen generation
-	gen = v.build(l.numbered, l.target, keys, reports{
-		lost: func(err error) { v.send(evLost{gen, err}) },
-		recycle: func(slot, pid int, limit, why string) {
-			v.send(evRecycle{gen: gen, slot: slot, pid: pid, limit: limit, why: why})
-		},
-		counts: v.counts,
-	})
+	gen = v.build(l.numbered, l.target, keys, v.reportsOf(&gen))
 	ctx, cancel := context.WithCancel(ctx)
 	l.starting = &startingGen{gen: gen, cancel: cancel, replies: replies}
 	if l.hurried {
 		gen.skipDrain()
 	}
 	go func() { v.send(evStarted{gen, gen.Start(ctx)}) }()
+}
+
+// reportsOf is how the generation *gen, once built, reports to run.
+func (v *Service) reportsOf(gen *generation) reports {
+	return reports{
+		lost: func(err error) { v.send(evLost{*gen, err}) },
+		recycle: func(slot, pid int, limit, why string) {
+			v.send(evRecycle{gen: *gen, slot: slot, pid: pid, limit: limit, why: why})
+		},
+		counts: v.counts,
+	}
 }
 
 // onStarted answers the callers of a generation whose Start returned,
@@ -389,7 +421,9 @@ func (v *Service) promote(l *life, gen generation) error {
 	if old == nil {
 		v.notify("READY=1", fmt.Sprintf("STATUS=%d workers ready", l.target))
 		if v.keys != nil {
-			go v.rotateEvery(ticketKeyRotation)
+			first := cmp.Or(l.rotateIn, ticketKeyRotation)
+			l.rotateAt = time.Now().Add(first)
+			go v.rotateEvery(first, ticketKeyRotation)
 		}
 		return nil
 	}
@@ -496,6 +530,7 @@ func (v *Service) end(l *life, lost error) {
 	}
 	l.queued, l.reload = nil, false
 	v.answerScales(l, fmt.Errorf("scale: %w", errNotServing))
+	v.answerUpgrades(l, fmt.Errorf("upgrade: %w", errNotServing))
 }
 
 // onLeave begins a shutdown delay (-shutdown-delay): from now on /readyz
@@ -521,6 +556,7 @@ func (v *Service) onLeave(l *life) {
 	}
 	l.queued, l.reload = nil, false
 	v.answerScales(l, fmt.Errorf("scale: %w", errNotServing))
+	v.answerUpgrades(l, fmt.Errorf("upgrade: %w", errNotServing))
 }
 
 // stop begins gen's stop and waits for it in a goroutine, which reports
@@ -595,6 +631,7 @@ func (v *Service) rotate(l *life) {
 		return
 	}
 	l.keySeq++
+	l.rotateAt = time.Now().Add(ticketKeyRotation)
 	if l.serving != nil {
 		gen, seq, keys := l.serving, l.keySeq, v.keys.current()
 		go gen.sendTicketKeys(seq, keys)
@@ -602,9 +639,19 @@ func (v *Service) rotate(l *life) {
 	v.log.Info("ticket keys rotated", "generation", l.number(l.serving))
 }
 
-// rotateEvery asks run to rotate the ticket keys every period until the
-// service ends.
-func (v *Service) rotateEvery(period time.Duration) { v.every(period, evRotate{}) }
+// rotateEvery asks run to rotate the ticket keys after first, then
+// every period, until the service ends.
+func (v *Service) rotateEvery(first, period time.Duration) {
+	t := time.NewTimer(first)
+	select {
+	case <-t.C:
+		v.send(evRotate{})
+	case <-v.done:
+		t.Stop()
+		return
+	}
+	v.every(period, evRotate{})
+}
 
 // every sends run ev every period until the service ends.
 func (v *Service) every(period time.Duration, ev any) {

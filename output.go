@@ -164,26 +164,68 @@ type outputSource struct {
 
 // follow reads one stream of one worker to its end, or until r is
 // closed (forget, release), and queues its lines, then closes done.
-func (o *workerOutput) follow(r *os.File, src outputSource, done chan<- struct{}) {
+//
+// An upgrade's hold (handover.go) parks it: a read deadline now ends its
+// read, and once it has queued all it read it waits in h.park for the
+// exec, or for the hold to end.
+func (o *workerOutput) follow(r *os.File, src outputSource, done chan<- struct{}, h parker) {
 	defer close(done)
 	defer r.Close()
 	if src.stream == "access" {
-		forward(r, o.access)
+		forward(r, o.access, h)
 		return
 	}
-	f := &follower{o: o, q: o.logs, src: src, r: r, br: bufio.NewReaderSize(r, maxOutputLine)}
+	f := &follower{o: o, q: o.logs, src: src, r: r, br: bufio.NewReaderSize(r, maxOutputLine), hold: h}
 	f.run()
+}
+
+// parker is an upgrade's hold on a generation's pipes, as their readers
+// see it (Supervisor.holding, park).
+type parker interface {
+	holding() bool
+	park() bool
+}
+
+// settle waits until every line queued so far has been written, or
+// deadline: an upgrade's exec would lose what is still queued.
+func (o *workerOutput) settle(deadline time.Time) {
+	if o == nil {
+		return
+	}
+	for _, q := range []*outputQueue{o.logs, o.access} {
+		for q != nil && q.pending.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // forward passes a worker's access lines on as they come: every whole
 // line a read brings goes out in one batch, the rest waits for its end.
 // It looks at no line, so the access log costs the parent a read, a
 // copy and a write for each batch a worker flushed.
-func forward(r io.Reader, q *outputQueue) {
+func forward(r *os.File, q *outputQueue, h parker) {
 	buf := make([]byte, 64<<10)
 	var tail []byte // a line not yet whole
 	for {
 		n, err := r.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) && h.holding() {
+			// An upgrade: what came is queued, a part line as a line.
+			if data := append(tail, buf[:n]...); len(data) > 0 {
+				if data[len(data)-1] != '\n' {
+					data = append(data, '\n')
+				}
+				q.put(data, bytes.Count(data, []byte{'\n'}))
+			}
+			tail = nil
+			h.park()
+			r.SetReadDeadline(time.Time{})
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A hold that ended before this read saw it: read on.
+			r.SetReadDeadline(time.Time{})
+			err = nil
+		}
 		data := buf[:n]
 		if len(tail) > 0 {
 			data = append(tail, data...)
@@ -220,6 +262,7 @@ type follower struct {
 	raw     []string // a block of raw lines not yet wrapped
 	rawN    int      // their bytes
 	partial []byte   // a line a read deadline interrupted
+	hold    parker
 }
 
 func (f *follower) run() {
@@ -229,6 +272,19 @@ func (f *follower) run() {
 			f.add(line)
 		}
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && f.hold.holding() {
+				// An upgrade: what came is queued, a part line as a
+				// line, before the exec.
+				if f.partial != nil {
+					f.add(f.partial)
+					f.partial = nil
+				}
+				f.flushRaw()
+				f.flush()
+				f.hold.park()
+				f.r.SetReadDeadline(time.Time{})
+				continue
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				f.r.SetReadDeadline(time.Time{})
 				f.flushRaw()
@@ -243,7 +299,7 @@ func (f *follower) run() {
 			// Nothing more has arrived: the batch goes out now. A raw
 			// block waits a moment for the rest of a dump.
 			f.flush()
-			if len(f.raw) > 0 {
+			if len(f.raw) > 0 && !f.hold.holding() { // a hold's deadline is now, and stays so
 				f.r.SetReadDeadline(time.Now().Add(rawBlockWait))
 			}
 		}
@@ -366,6 +422,19 @@ func closeAll(files ...*os.File) {
 	}
 }
 
+// following returns p's output pipes whose followers still read them.
+func (p *workerProc) following() []*os.File {
+	var live []*os.File
+	for i, f := range p.logs {
+		select {
+		case <-p.streamsDone[i]:
+		default:
+			live = append(live, f)
+		}
+	}
+	return live
+}
+
 // followOutput starts the readers of p's stdout and stderr, which close
 // p.logsDone once both have ended; without them it closes it at once.
 func (s *Supervisor) followOutput(p *workerProc) {
@@ -374,13 +443,20 @@ func (s *Supervisor) followOutput(p *workerProc) {
 		return
 	}
 	done := make([]chan struct{}, len(p.logs))
-	for i, r := range p.logs {
+	for i := range done {
 		done[i] = make(chan struct{})
+	}
+	p.streamsDone = done
+	for i, r := range p.logs {
+		if r == nil { // a stream that had ended before an upgrade (handover.go)
+			close(done[i])
+			continue
+		}
 		src := outputSource{generation: s.cfg.Generation, worker: p.index, pid: p.pid, stream: outputStreams[i]}
 		s.readers.Add(1) // release waits for it, so nothing is queued after the output closes
 		go func() {
 			defer s.readers.Done()
-			s.cfg.Output.follow(r, src, done[i])
+			s.cfg.Output.follow(r, src, done[i], s)
 		}()
 	}
 	go func() {

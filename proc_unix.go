@@ -49,21 +49,19 @@ func watchScaling(fe *frontEnd) {
 	}()
 }
 
-// refuseUpgrades keeps SIGUSR2, which nginx and gunicorn take as "upgrade
-// the binary", from ending the parent, Go's default for it, and says
-// what does that here: with workers, a reload runs a new binary's
-// workers; the parent's own code, and direct mode's, changes only with
-// a restart.
-func refuseUpgrades(fe *frontEnd, workers int) {
-	hint := "SIGHUP reloads the workers from the executable on disk; the parent runs new code only after a restart"
-	if workers == 1 {
-		hint = "direct mode runs new code only after a restart"
-	}
+// watchUpgrades makes SIGUSR2, which nginx and gunicorn take as
+// "upgrade the binary", ask for an in-place upgrade of the parent
+// (upgrade.go), where Go's default would end the process. Signals that
+// come while one waits are the same upgrade.
+func watchUpgrades(fe *frontEnd) {
 	usr2 := make(chan os.Signal, 1)
 	signal.Notify(usr2, syscall.SIGUSR2)
 	go func() {
 		for range usr2 {
-			fe.log.Warn("upgrade ignored", "signal", "SIGUSR2", "generation", fe.generation.Load(), "hint", hint)
+			select {
+			case fe.upgrades <- struct{}{}:
+			default:
+			}
 		}
 	}()
 }

@@ -50,8 +50,8 @@ func watchReopens(*frontEnd) {}
 // workers to scale.
 func watchScaling(*frontEnd) {}
 
-// refuseUpgrades does nothing: Windows has no SIGUSR2.
-func refuseUpgrades(*frontEnd, int) {}
+// watchUpgrades does nothing: Windows has no SIGUSR2.
+func watchUpgrades(*frontEnd) {}
 
 // survivePipeBreaks does nothing: Windows has no SIGPIPE.
 func survivePipeBreaks() {}

@@ -4,7 +4,7 @@ package main
 
 // scale_test.go: the worker count changes while the service serves
 // (scale.go), by Control.Scale (Service.Scale) and by SIGTTIN and
-// SIGTTOU, and holds across reloads; SIGUSR2 ends nothing.
+// SIGTTOU, and holds across reloads.
 
 import (
 	"context"
@@ -167,15 +167,6 @@ func TestSIGTTINAndSIGTTOUAddAndRemoveAWorker(t *testing.T) {
 	}
 	if pid, _ := strconv.Atoi(m[1]); !waitGone(pid, 30*time.Second) {
 		t.Errorf("removed worker %s still runs", m[1])
-	}
-}
-
-func TestSIGUSR2NeverEndsTheParent(t *testing.T) {
-	s := startServery(t, "-dir", t.TempDir(), "-workers", "2")
-	s.signal(syscall.SIGUSR2) // nginx's and gunicorn's upgrade; Go's default ends the process
-	waitLog(t, s, `level=WARN msg="upgrade ignored" signal=SIGUSR2 generation=1 hint="SIGHUP reloads the workers from the executable on disk; the parent runs new code only after a restart"`)
-	if code, _, err := get(s.addr, "/"); err != nil || code == 0 {
-		t.Errorf("GET / after SIGUSR2: %d, %v; want an answer", code, err)
 	}
 }
 

@@ -34,6 +34,9 @@ type Service struct {
 	serving func(n int)            // told each generation that begins to serve; defaults to nothing
 	keys    *ticketKeys            // the shared session ticket keyring; nil without TLS
 	counts  *tally                 // what every worker counted, for the status listener
+	// upgrades, when set, is what an upgrade of the parent needs
+	// (upgrade.go); nil: none can run.
+	upgrades *upgrader
 
 	inbox chan any      // the events, to run; unbuffered, as run is always receiving
 	done  chan struct{} // closed by run when the service has ended

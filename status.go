@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -369,6 +370,7 @@ type statusDoc struct {
 	PID           int              `json:"pid"` // the parent's
 	Started       time.Time        `json:"started"`
 	UptimeSeconds float64          `json:"uptime_seconds"`
+	Goroutines    int              `json:"goroutines"` // the parent's: flat over months, across upgrades too
 	Slots         []slotDoc        `json:"slots"`
 	Generations   []generationDoc  `json:"generations"`
 	Reloads       reloadsDoc       `json:"reloads"`
@@ -436,7 +438,7 @@ func (st *statusServer) status(w http.ResponseWriter, r *http.Request) {
 	}
 	s := p.snap
 	doc := statusDoc{Generation: s.Serving, Workers: s.Workers, WorkersTarget: s.Target, Ready: s.Ready, Stopping: s.Ending || s.Leaving, PID: os.Getpid(),
-		Started: s.Started, UptimeSeconds: p.now.Sub(s.Started).Seconds(), Exits: p.exits,
+		Started: s.Started, UptimeSeconds: p.now.Sub(s.Started).Seconds(), Goroutines: runtime.NumGoroutine(), Exits: p.exits,
 		Reloads: reloadsDoc{OK: s.ReloadsOK, Failed: s.ReloadsFailed, Last: s.LastReload},
 		Lost:    s.Lost, Respawns: s.Respawns, Recycles: s.Recycles, RecycleFailures: s.RecycleFailures,
 		SpawnRefusals: s.SpawnRefusals, LogLinesDropped: s.LogLinesDropped,

@@ -370,7 +370,7 @@ func TestStatusJSONHasTheDocumentedFields(t *testing.T) {
 		// README.md, "Status and metrics", names these; recycle_failures of
 		// a slot only when it has any, last_exit once it has lost a worker,
 		// reloads.last.error only for a failed one.
-		has(t, "/status", doc, "generation", "ready", "stopping", "pid", "started", "uptime_seconds", "slots", "generations",
+		has(t, "/status", doc, "generation", "ready", "stopping", "pid", "started", "uptime_seconds", "goroutines", "slots", "generations",
 			"reloads", "workers_lost", "respawns", "recycles", "recycles_by_limit", "recycle_failures", "spawn_refusals", "worker_exits")
 		has(t, "reloads", reloads, "ok", "failed", "last")
 		has(t, "reloads.last", last, "generation", "result", "at")

@@ -137,6 +137,9 @@ type Supervisor struct {
 	keyMu  sync.Mutex
 	keySeq uint64
 	keys   [][]byte
+	// hold is an upgrade's hold on the workers' lines (handover.go),
+	// while one is on.
+	hold atomic.Pointer[holding]
 
 	stopOnce  sync.Once
 	hurryOnce sync.Once
@@ -759,7 +762,10 @@ type workerProc struct {
 	readerDone chan struct{} // closed once its output is read to the end
 	logs       []*os.File    // read ends of its stdout and stderr, when the parent writes them (output.go); else nil
 	logsDone   chan struct{} // closed once logs are read to the end, or at once without them
-	ended      bool          // its exit event was taken: by the barrier, then by its follow
+	// streamsDone has one channel per pipe in logs, closed once its
+	// follower has ended; set by followOutput before it starts them.
+	streamsDone []chan struct{}
+	ended       bool // its exit event was taken: by the barrier, then by its follow
 	// Under the Supervisor's mu:
 	gone         bool   // it left its slot: lost, replaced, or a replacement that failed
 	asked        bool   // it asked to be recycled
@@ -953,6 +959,10 @@ func (s *Supervisor) read(p *workerProc) {
 		if err == io.EOF || errors.Is(err, os.ErrClosed) {
 			return // the exit event from reap ends the stream; a close is forget's or release's
 		}
+		if err == nil && m.Type == msgHeld {
+			s.park() // nothing follows until the resume, whichever image sends it
+			continue
+		}
 		if err == nil && m.Type == msgDone {
 			p.setDone(m.Stats, m.Reason)
 			continue
@@ -978,7 +988,11 @@ func (s *Supervisor) read(p *workerProc) {
 func (s *Supervisor) reap(p *workerProc) {
 	// Where awaitExit fails, cmd.Wait waits itself, holding a thread.
 	awaitExit(p.pid)
-	p.status = p.cmd.Wait()
+	if p.cmd != nil {
+		p.status = p.cmd.Wait()
+	} else {
+		p.status = waitAdopted(p.pid) // an upgrade's old image started it (handover.go)
+	}
 	s.sweep(p)
 	close(p.exited)
 	// Its last lines are read first: what it wrote, and what it printed

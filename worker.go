@@ -728,10 +728,27 @@ func serveUntilDrain(rt *workerRuntime, out *lineWriter, drainAsked <-chan struc
 func drainSignal(msgs <-chan message, rt *workerRuntime, out *lineWriter, log *slog.Logger) <-chan struct{} {
 	eof := make(chan struct{})
 	go func() {
+		// While the parent's upgrade holds this worker's lines (hold to
+		// resume), a stats question waits for the resume: answering it
+		// would block this reader on the held writer, and the resume
+		// with it.
+		held, asked := false, false
 		for m := range msgs {
 			switch {
+			case m.Type == msgStats && held:
+				asked = true
 			case m.Type == msgStats:
 				rt.answerStats(out)
+			case m.Type == msgHold && !held:
+				out.hold(message{Type: msgHeld})
+				held = true
+			case m.Type == msgResume && held:
+				out.release()
+				held = false
+				if asked {
+					asked = false
+					rt.answerStats(out)
+				}
 			case m.Type == msgTicketKeys && rt.srv.tls != nil:
 				if err := setTicketKeys(rt.srv.tls, m.Keys); err != nil {
 					log.Warn("ticket keys", "err", err)
@@ -742,6 +759,7 @@ func drainSignal(msgs <-chan message, rt *workerRuntime, out *lineWriter, log *s
 				log.Warn("unexpected message after commit", "type", m.Type)
 			}
 		}
+		out.release() // a parent that died holding this worker: its done message must go out
 		close(eof)
 	}()
 	return eof

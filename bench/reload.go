@@ -25,13 +25,56 @@ type reloadRun struct {
 	workers  int
 	noRetry  bool
 	bucketMS int
+	upgrade  bool // SIGUSR2: the parent's in-place upgrade, which ends in a reload
 }
 
 func (r reloadRun) label() string {
-	if r.noRetry {
+	switch {
+	case r.upgrade:
+		return "GET, upgrade (SIGUSR2)"
+	case r.noRetry:
 		return "non-replayable"
 	}
 	return "GET"
+}
+
+// signal is the signal its -hups send.
+func (r reloadRun) signal() string {
+	if r.upgrade {
+		return "USR2"
+	}
+	return "HUP"
+}
+
+// idleRun is one idle row: its workers, and whether it upgrades the
+// parent (SIGUSR2) rather than reloads (SIGHUP).
+type idleRun struct {
+	workers int
+	upgrade bool
+}
+
+func (r idleRun) name() string {
+	if r.upgrade {
+		return fmt.Sprintf("idle-w%d-upgrade", r.workers)
+	}
+	return fmt.Sprintf("idle-w%d", r.workers)
+}
+
+func (r idleRun) label() string {
+	switch {
+	case r.upgrade:
+		return fmt.Sprintf("%d, upgrade (SIGUSR2)", r.workers)
+	case r.workers == 1:
+		return "1 (direct)"
+	}
+	return strconv.Itoa(r.workers)
+}
+
+func (r idleRun) signal() string {
+	if r.upgrade {
+		return "USR2"
+	}
+	return "HUP"
 }
 
 // runTool runs reloadtool in a session of its own, bounded by limit, its
@@ -118,16 +161,16 @@ func (b *bench) reload() {
 	serveryArgs := func(w, port int) []string {
 		return []string{b.bin["servery"], "-workers", strconv.Itoa(w), "-dir", b.site, "-addr", fmt.Sprintf("127.0.0.1:%d", port)}
 	}
-	idleWorkers := []int{1, 2, 4}
-	for _, w := range idleWorkers {
+	idleRuns := []idleRun{{1, false}, {2, false}, {4, false}, {2, true}, {4, true}}
+	for _, r := range idleRuns {
 		b.box.waitQuiet()
-		say("reload, idle: -workers %d, %d reloads", w, idleReloads)
-		name := fmt.Sprintf("idle-w%d", w)
-		argv := append([]string{tool, "idle", "-n", strconv.Itoa(idleReloads), "-gap", gap,
+		say("reload, idle: -workers %d, %d of SIG%s", r.workers, idleReloads, r.signal())
+		name := r.name()
+		argv := append([]string{tool, "idle", "-n", strconv.Itoa(idleReloads), "-gap", gap, "-signal", r.signal(),
 			"-log", b.logPath(name + ".log"), "-pidfile", b.logPath(name + ".pid"),
-			"-out", b.logPath(name + ".tsv"), "-other", b.logPath(name + ".other"), "--"}, serveryArgs(w, port)...)
+			"-out", b.logPath(name + ".tsv"), "-other", b.logPath(name + ".other"), "--"}, serveryArgs(r.workers, port)...)
 		if err := b.runTool(name, 2*time.Minute, argv...); err != nil {
-			b.rep.problem("reload idle -workers %d: the run failed: %s", w, tail(b.logPath(name+".tool.out"), 3))
+			b.rep.problem("reload idle %s: the run failed: %s", r.label(), tail(b.logPath(name+".tool.out"), 3))
 		}
 		port++
 	}
@@ -137,9 +180,9 @@ func (b *bench) reload() {
 	}
 	var runs []reloadRun
 	for _, w := range loadWorkers {
-		runs = append(runs, reloadRun{fmt.Sprintf("w%d", w), w, false, bucketMS})
+		runs = append(runs, reloadRun{fmt.Sprintf("w%d", w), w, false, bucketMS, false})
 	}
-	runs = append(runs, reloadRun{"w4-noretry", 4, true, bucketMS})
+	runs = append(runs, reloadRun{"w4-noretry", 4, true, bucketMS, false}, reloadRun{"w4-upgrade", 4, false, bucketMS, true})
 	for _, r := range runs {
 		b.box.waitQuiet()
 		say("reload, load: %s: %d keep-alive clients, %v, SIGHUP at %s", r.id, c.conns, dur, strings.Join(hups, ","))
@@ -148,7 +191,7 @@ func (b *bench) reload() {
 		if pinned {
 			argv = []string{"taskset", "-c", c.wrkCPU}
 		}
-		argv = append(argv, tool, "load", "-noretry="+strconv.FormatBool(r.noRetry),
+		argv = append(argv, tool, "load", "-noretry="+strconv.FormatBool(r.noRetry), "-signal", r.signal(),
 			"-url", fmt.Sprintf("http://127.0.0.1:%d/1k.html", port), "-expect", page, "-c", strconv.Itoa(c.conns),
 			"-warmup", c.warmup.String(), "-dur", dur.String(), "-bucket", fmt.Sprintf("%dms", bucketMS), "-hups", strings.Join(hups, ","),
 			"-log", b.logPath(name+".log"), "-pidfile", b.logPath(name+".pid"), "-csv", b.logPath(name+".csv"),
@@ -162,25 +205,21 @@ func (b *bench) reload() {
 		}
 		port++
 	}
-	b.reloadReport(idleWorkers, idleReloads, runs, dur, hups, gap, pinned)
+	b.reloadReport(idleRuns, idleReloads, runs, dur, hups, gap, pinned)
 	b.reloadPlot(runs, dur, hups, loadWorkers)
 }
 
 // reloadReport writes section 6 from reloadtool's TSVs and summaries.
-func (b *bench) reloadReport(idleWorkers []int, idleReloads int, runs []reloadRun, dur time.Duration, hups []string, gap string, pinned bool) {
+func (b *bench) reloadReport(idleRuns []idleRun, idleReloads int, runs []reloadRun, dur time.Duration, hups []string, gap string, pinned bool) {
 	c := b.cfg
 	ms := func(us float64) string { return num("%.1f", us/1000) }
 	b.rep.mdf("## 6. Reload (SIGHUP), idle: %d reloads per row, one at a time, %s apart; unpinned", idleReloads, gap)
 	b.rep.md("", "ready = SIGHUP until `msg=reloaded` (every new worker ready, the new generation serving); gone = SIGHUP until `msg=\"generation retired\"` (every old worker drained, exited and reaped). Helper clock: bench/reloadtool takes the time just before kill(SIGHUP) and when it reads each line from servery's stderr pipe (microseconds). Log: servery's own `time=` stamps, from the `reload requested` line (millisecond resolution, so +-1 ms).",
-		"", "| workers | ready, median (min-max) ms, helper clock | gone, median (min-max) ms, helper clock | ready / gone median ms, log | SIGHUP to `reload requested` line, median ms | old workers alive after `retired` | other work on box |",
+		"", "| workers | ready, median (min-max) ms, helper clock | gone, median (min-max) ms, helper clock | ready / gone median ms, log | signal to its `reload requested` (`upgrade requested`) line, median ms | old workers alive after `retired` | other work on box |",
 		"|---:|---|---|---|---:|---:|---:|")
-	for _, w := range idleWorkers {
-		name := fmt.Sprintf("idle-w%d", w)
+	for _, r := range idleRuns {
+		w, name, label := r.workers, r.name(), r.label()
 		rows := readTSV(b.logPath(name + ".tsv"))
-		label := strconv.Itoa(w)
-		if w == 1 {
-			label += " (direct)"
-		}
 		if len(rows) == 0 {
 			b.rep.mdf("| %s | n/a | n/a | n/a | n/a | n/a | n/a |", label)
 			continue
@@ -201,7 +240,8 @@ func (b *bench) reloadReport(idleWorkers []int, idleReloads int, runs []reloadRu
 			ms(median(gone)), ms(minOf(gone)), ms(maxOf(gone)), num("%g", median(tsvColumn(rows, 4))), num("%g", median(tsvColumn(rows, 5))),
 			ms(median(tsvColumn(rows, 1))), alive, other)
 	}
-	b.rep.md("", "- Direct mode (-workers 1) starts no processes: a reload rebuilds the handler in-process and swaps it in, so ready and gone are close together and tiny.", "")
+	b.rep.md("", "- Direct mode (-workers 1) starts no processes: a reload rebuilds the handler in-process and swaps it in, so ready and gone are close together and tiny.",
+		"- An upgrade (SIGUSR2) checks the new executable in a child, execs it in the parent with the workers held, adopts them, then reloads: its ready and gone include the check and the exec, the same pid throughout.", "")
 	b.rep.mdf("### Reload under keep-alive load: %d clients, GET /1k.html, %v measured after %v warmup, SIGHUP at %s", c.conns, dur, c.warmup, strings.Join(hups, " "))
 	pin := "Unpinned (one CPU)."
 	if pinned {

@@ -1433,7 +1433,7 @@ mutant scale-reload "a scaled count holds across reloads" \
 	"a reload builds its generation with -workers" \
 	"TestScaledCountHoldsAcrossAReload"
 m_scale-reload() {
-	edit lifecycle.go '	gen = v.build(l.numbered, l.target, keys, reports{' '	gen = v.build(l.numbered, v.workers, keys, reports{'
+	edit lifecycle.go '	gen = v.build(l.numbered, l.target, keys, v.reportsOf(&gen))' '	gen = v.build(l.numbered, v.workers, keys, v.reportsOf(&gen))'
 }
 
 mutant scale-retire "a removed slot's worker drains and exits" \
@@ -1488,12 +1488,59 @@ m_scale-metrics() {
 '
 }
 
-mutant sigusr2 "SIGUSR2 never ends the parent: one line says what upgrades what" \
+mutant sigusr2 "SIGUSR2 upgrades the parent, or says it cannot; it never ends the parent" \
 	"SIGUSR2 keeps Go's default, which ends the process" \
-	"TestSIGUSR2NeverEndsTheParent"
+	"TestSIGUSR2InDirectModeSaysItCannotAndServesOn TestTwentyUpgradesUnderLoadKeepThePidAndFailNothing"
 m_sigusr2() {
-	edit command.go '	refuseUpgrades(fe, cfg.Workers)
+	edit command.go '	watchUpgrades(fe)
 ' ''
+}
+
+mutant upgrade-resume "an upgrade whose exec fails gives every worker its lines back" \
+	"the old image serves on with its workers' lines still held" \
+	"TestUpgradeWhoseExecFailsLeavesTheOldCodeServing"
+m_upgrade-resume() {
+	edit handover.go '		p.out.send(message{Type: msgResume})
+	}
+	s.keyMu.Unlock()' '	}
+	s.keyMu.Unlock()'
+}
+
+mutant upgrade-tally "the counters cross the exec: Prometheus sees no reset" \
+	"the handover leaves out the workers gone, by slot" \
+	"TestTwentyUpgradesUnderLoadKeepThePidAndFailNothing"
+m_upgrade-tally() {
+	edit handover.go '		st.gone, st.lastExit, st.hangs = s.Gone, s.LastExit, s.Hangs' '		st.lastExit, st.hangs = s.LastExit, s.Hangs'
+}
+
+mutant upgrade-keys "the ticket keys cross the exec, so sessions resume" \
+	"the new image makes keys of its own" \
+	"TestAHundredUpgradesResumeSessionsAndLeaveNoDescriptorBehind"
+m_upgrade-keys() {
+	edit command.go '		cfg.TicketKeys = &ticketKeys{keys: h.Keys}
+		cfg.Runtime.TicketKeys = h.Keys' '		cfg.TicketKeys, _ = newTicketKeys()
+		cfg.Runtime.TicketKeys = cfg.TicketKeys.current()'
+}
+
+mutant upgrade-listener "the listeners cross the exec with the workers' pipes: the address stays bound" \
+	"only the workers' pipes and the handover file lose close-on-exec" \
+	"TestTwentyUpgradesUnderLoadKeepThePidAndFailNothing TestAHundredUpgradesResumeSessionsAndLeaveNoDescriptorBehind"
+m_upgrade-listener() {
+	edit exec_unix.go '	inherit := append(files.all(), f)' '	inherit := append(files.kept, f)'
+}
+
+mutant upgrade-check "the new executable must name the handover version this build writes" \
+	"the check takes any answer that exits 0, or any exit" \
+	"TestUpgradeWhoseCheckFailsLeavesTheOldCodeServing"
+m_upgrade-check() {
+	edit upgrade.go '	case err != nil && stderr.Len() > 0:
+		return fmt.Errorf("check %s: %w (it said %q): %s", path, err, said, oneLine(stderr.String()))
+	case err != nil:
+		return fmt.Errorf("check %s: %w (it said %q)", path, err, said)
+	case said != want:
+		return fmt.Errorf("check %s: it said %q, want %q", path, said, want)
+	}' '	}
+	_, _, _ = want, said, err'
 }
 
 # ------------------------------------------------------------- helpers

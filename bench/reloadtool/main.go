@@ -328,6 +328,20 @@ func boxCPUs() int {
 // of one kind count together.
 var portRE = regexp.MustCompile(`127\.0\.0\.1:[0-9]+->`)
 
+// signalOf is the signal -signal names and the line servery logs as it
+// takes it: SIGHUP's reload, or SIGUSR2's upgrade, which ends in a
+// reload too (its reloaded and generation retired lines).
+func signalOf(name string) (syscall.Signal, string) {
+	switch name {
+	case "HUP":
+		return syscall.SIGHUP, "reload requested"
+	case "USR2":
+		return syscall.SIGUSR2, "upgrade requested"
+	}
+	die("-signal %q: want HUP or USR2", name)
+	return 0, ""
+}
+
 func us(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) }
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
 
@@ -340,7 +354,9 @@ func idle(args []string) {
 	outPath := fs.String("out", "", "TSV output")
 	timeout := fs.Duration("timeout", 20*time.Second, "per step")
 	otherPath := fs.String("other", "", "file for other work's share of the CPUs (%)")
+	sigName := fs.String("signal", "HUP", "HUP (a reload) or USR2 (an upgrade of the parent, then its reload)")
 	fs.Parse(args)
+	sig, requestedMsg := signalOf(*sigName)
 	ac := newAcct()
 	s := start(fs.Args(), *logPath, *pidPath)
 	serving, err := s.next("serving", "", *timeout)
@@ -360,10 +376,10 @@ func idle(args []string) {
 	for i := 1; i <= *n; i++ {
 		time.Sleep(*gap)
 		t0 := time.Now()
-		if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := s.cmd.Process.Signal(sig); err != nil {
 			fail(err)
 		}
-		req, err := s.next("reload requested", "", *timeout)
+		req, err := s.next(requestedMsg, "", *timeout)
 		if err != nil {
 			fail(err)
 		}
@@ -413,7 +429,9 @@ func load(args []string) {
 	killSlots := fs.String("kill-slots", "0", "slots whose workers the kills hit, in turn, comma-separated (cycled)")
 	killsPath := fs.String("kill-out", "", "per-kill TSV output")
 	healPath := fs.String("heal", "", "TSV output of servery's healing lines (respawns, recycles); also adds healing keys to the summary")
+	sigName := fs.String("signal", "HUP", "what -hups sends: HUP (a reload) or USR2 (an upgrade of the parent, then its reload)")
 	fs.Parse(args)
+	sig, requestedMsg := signalOf(*sigName)
 	kills := parseOffsets("-kills", *killList)
 	slots := parseInts("-kill-slots", *killSlots)
 	if len(kills) > 0 && len(slots) == 0 {
@@ -444,7 +462,7 @@ func load(args []string) {
 	gen0, _ := strconv.Atoi(serving.kv["generation"])
 	var evMu sync.Mutex
 	var events []line
-	keep := map[string]bool{"reload requested": true, "reloaded": true, "generation retired": true,
+	keep := map[string]bool{requestedMsg: true, "reloaded": true, "generation retired": true, "upgrade failed, still serving": true,
 		"reload failed, still serving": true, "reload waits for the retiring generation": true,
 		"old handler stopped with requests on it": true}
 	hl := newHealer(serving, *healPath != "", len(kills) > 0, *url)
@@ -637,7 +655,7 @@ func load(args []string) {
 		for k, h := range hups {
 			time.Sleep(time.Until(t0.Add(h)))
 			hupAt[k] = time.Since(t0)
-			s.cmd.Process.Signal(syscall.SIGHUP)
+			s.cmd.Process.Signal(sig)
 		}
 	}()
 	if hl != nil && hl.kills {
@@ -705,7 +723,7 @@ func load(args []string) {
 	byGen := map[string]map[string]line{}
 	var requested []line
 	for _, e := range events {
-		if e.msg == "reload requested" {
+		if e.msg == requestedMsg {
 			requested = append(requested, e)
 			continue
 		}
