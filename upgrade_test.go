@@ -241,6 +241,29 @@ func TestSIGTERMWhileTheNewExecutableIsCheckedExitsZeroWithoutExec(t *testing.T)
 	}
 }
 
+func TestUpgradesAskedForDuringAnUpgradeOrAReloadAreOne(t *testing.T) {
+	t.Setenv(checkFaultEnv, "slow") // each check takes 3 s: the signals land during it
+	s := startServery(t, "-dir", t.TempDir(), "-workers", "2")
+	s.signal(syscall.SIGUSR2)
+	waitLog(t, s, `msg="upgrade requested" generation=1`)
+	s.signal(syscall.SIGUSR2)
+	s.signal(syscall.SIGHUP) // a reload meanwhile: the exec waits until it has served
+	waitLog(t, s, `msg=reloaded generation=2 `)
+	upgraded := regexp.MustCompile(`msg=upgraded generation=2 `)
+	for deadline := time.Now().Add(time.Minute); !upgraded.MatchString(s.logs()); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no upgrade of generation 2 within a minute")
+		}
+	}
+	waitLog(t, s, `msg=reloaded generation=3 `)
+	if n := strings.Count(s.logs(), "msg=upgraded "); n != 1 {
+		t.Errorf("%d upgrades for two SIGUSR2s and a SIGHUP during the first; want 1", n)
+	}
+	if n := strings.Count(s.logs(), `msg="upgrade requested"`); n != 1 {
+		t.Errorf("%d upgrade requested lines; want 1: the second signal joins the first", n)
+	}
+}
+
 func TestSIGUSR2InDirectModeSaysItCannotAndServesOn(t *testing.T) {
 	s := startServery(t, "-dir", t.TempDir(), "-workers", "1")
 	s.signal(syscall.SIGUSR2) // nginx's and gunicorn's upgrade; Go's default ends the process
