@@ -51,8 +51,8 @@ func watchScaling(fe *frontEnd) {
 
 // watchUpgrades makes SIGUSR2, which nginx and gunicorn take as
 // "upgrade the binary", ask for an in-place upgrade of the parent
-// (upgrade.go), where Go's default would end the process. Signals that
-// come while one waits are the same upgrade.
+// (upgrade.go); Go's default would take it and do nothing. Signals
+// that come while one waits are the same upgrade.
 func watchUpgrades(fe *frontEnd) {
 	usr2 := make(chan os.Signal, 1)
 	signal.Notify(usr2, syscall.SIGUSR2)

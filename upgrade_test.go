@@ -266,7 +266,7 @@ func TestUpgradesAskedForDuringAnUpgradeOrAReloadAreOne(t *testing.T) {
 
 func TestSIGUSR2InDirectModeSaysItCannotAndServesOn(t *testing.T) {
 	s := startServery(t, "-dir", t.TempDir(), "-workers", "1")
-	s.signal(syscall.SIGUSR2) // nginx's and gunicorn's upgrade; Go's default ends the process
+	s.signal(syscall.SIGUSR2) // nginx's and gunicorn's upgrade
 	waitLog(t, s, `level=WARN msg="upgrade ignored" generation=1 err="upgrade: direct mode \(-workers 1\) serves its connections in this process`)
 	if code, _, err := get(s.addr, "/"); err != nil || code == 0 {
 		t.Errorf("GET / after SIGUSR2: %d, %v; want an answer", code, err)

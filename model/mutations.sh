@@ -1489,7 +1489,7 @@ m_scale-metrics() {
 }
 
 mutant sigusr2 "SIGUSR2 upgrades the parent, or says it cannot; it never ends the parent" \
-	"SIGUSR2 keeps Go's default, which ends the process" \
+	"SIGUSR2 keeps Go's default, which takes it and does nothing" \
 	"TestSIGUSR2InDirectModeSaysItCannotAndServesOn TestTwentyUpgradesUnderLoadKeepThePidAndFailNothing"
 m_sigusr2() {
 	edit command.go '	watchUpgrades(fe)
