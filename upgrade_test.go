@@ -150,7 +150,8 @@ func threads(t *testing.T, pid int) int {
 
 func TestUpgradeWhoseCheckFailsLeavesTheOldCodeServing(t *testing.T) {
 	t.Setenv(checkFaultEnv, "1") // the executable answers another handover version
-	s := startServery(t, "-dir", t.TempDir(), "-workers", "2")
+	ns := newNotifySocket(t)
+	s, _ := startProbeServery(t, ns, "-workers", "2")
 	s.signal(syscall.SIGUSR2)
 	waitLog(t, s, `level=ERROR msg="upgrade failed, still serving" generation=1 err="upgrade: check .*handover 99`)
 	if code, _, err := get(s.addr, "/"); err != nil || code == 0 {
@@ -162,6 +163,15 @@ func TestUpgradeWhoseCheckFailsLeavesTheOldCodeServing(t *testing.T) {
 	// The old image goes on deciding: a reload still works.
 	s.signal(syscall.SIGHUP)
 	waitLog(t, s, `msg=reloaded generation=2 `)
+	s.signal(syscall.SIGTERM)
+	s.wait(time.Minute)
+	status := false
+	for _, d := range ns.until(s) {
+		status = status || strings.Contains(d, "STATUS=upgrade failed, generation 1 still serving: upgrade: check ")
+	}
+	if !status {
+		t.Errorf("no STATUS=upgrade failed, generation 1 still serving: ... was sent to the service manager")
+	}
 }
 
 func TestUpgradeWhoseExecFailsLeavesTheOldCodeServing(t *testing.T) {
