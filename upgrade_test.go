@@ -274,6 +274,17 @@ func TestUpgradesAskedForDuringAnUpgradeOrAReloadAreOne(t *testing.T) {
 	}
 }
 
+func TestScaledCountHoldsAcrossAnUpgrade(t *testing.T) {
+	s, status := startWithStatus(t, "-dir", t.TempDir(), "-workers", "2")
+	s.signal(sigMore)
+	waitLog(t, s, `msg="worker added" generation=1 `)
+	upgradeTo(t, s, 2)
+	waitLog(t, s, `msg="generation starting" generation=2 workers=3 `)
+	if doc := readStatus(t, status); doc.Workers != 3 || doc.WorkersTarget != 3 || len(doc.Slots) != 3 {
+		t.Errorf("/status after scaling to 3 and an upgrade: workers %d, target %d, %d slots; want 3, 3, 3", doc.Workers, doc.WorkersTarget, len(doc.Slots))
+	}
+}
+
 func TestSIGUSR2InDirectModeSaysItCannotAndServesOn(t *testing.T) {
 	s := startServery(t, "-dir", t.TempDir(), "-workers", "1")
 	s.signal(syscall.SIGUSR2) // nginx's and gunicorn's upgrade

@@ -1529,6 +1529,13 @@ m_upgrade-listener() {
 	edit exec_unix.go '	inherit := append(files.all(), f)' '	inherit := append(files.kept, f)'
 }
 
+mutant upgrade-target "the worker count a scale set holds across an upgrade" \
+	"the new image runs -workers again" \
+	"TestScaledCountHoldsAcrossAnUpgrade"
+m_upgrade-target() {
+	edit upgrade.go '	l.started, l.target, l.keySeq, l.stats = true, h.Target, h.KeySeq, h.Stats' '	l.started, l.target, l.keySeq, l.stats = true, v.workers, h.KeySeq, h.Stats'
+}
+
 mutant upgrade-check "the new executable must name the handover version this build writes" \
 	"the check takes any answer that exits 0, or any exit" \
 	"TestUpgradeWhoseCheckFailsLeavesTheOldCodeServing"
