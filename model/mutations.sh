@@ -848,9 +848,16 @@ m_forget() {
 
 mutant pidfd "the parent holds no OS thread per worker while it waits for it" \
 	"cmd.Wait waits for each worker in a thread of its own" \
-	"TestParentHoldsNoThreadPerWorker"
+	"TestParentReservesItsThreadsAndHoldsNoneAWorker"
 m_pidfd() {
 	edit supervisor.go '	awaitExit(p.pid)' ''
+}
+
+mutant thread-reserve "the parent starts the threads it needs before its first worker" \
+	"the runtime starts the parent's threads as it needs them, when the host may refuse them" \
+	"TestParentReservesItsThreadsAndHoldsNoneAWorker"
+m_thread-reserve() {
+	edit supervisor.go '	reserveThreads() //' '	// reserveThreads() //'
 }
 
 mutant refused-limit "a spawn the host refuses names the limit it met" \
