@@ -65,6 +65,7 @@ type server struct {
 	cert     atomic.Pointer[tls.Certificate] // what every handshake gets; a direct-mode reload swaps it
 	access   *accessLog                      // nil without -access-log
 	reqs     requestCounts                   // by status class and duration (reqmetrics.go)
+	date     dateHeader                      // every response's Date (date.go)
 	accepted atomic.Int64
 	served   atomic.Int64
 	inflight atomic.Int64 // handlers running (counting), which a drain waits for
@@ -146,7 +147,8 @@ func (srv *server) setIdentity(id *tlsIdentity) error {
 // (evict.go) is dropped before its handler runs: the client, which sees
 // the connection close without an answer, may send it again. Per request
 // that costs three atomic adds, a context lookup, an atomic load, one
-// comparison (the -max-requests limit, reached once) and no allocation. In a worker the parent probes, each request is also in the set of
+// comparison (the -max-requests limit, reached once), the Date (date.go:
+// an atomic load and a map write) and no allocation. In a worker the parent probes, each request is also in the set of
 // those in flight (progress.go) while its handler runs: two short holds
 // of a lock, and for HTTP/2 one allocation.
 func (srv *server) counting(h http.Handler) http.Handler {
@@ -169,9 +171,11 @@ func (srv *server) counting(h http.Handler) http.Handler {
 		if srv.track {
 			q = srv.track1(w, r, c)
 		}
+		start := time.Now()
+		w.Header()["Date"] = srv.date.at(start) // date.go: formatted once a second
 		// Deferred, so a handler that panics is answered as far as the
 		// counts and the drain know too, and answered 500 if it can be.
-		defer srv.answered(w, dw, q, time.Now())
+		defer srv.answered(w, dw, q, start)
 		defer srv.answerPanic(w, r)
 		h.ServeHTTP(w, r)
 	})

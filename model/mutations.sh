@@ -1557,6 +1557,20 @@ m_upgrade-check() {
 	_, _, _ = want, said, err'
 }
 
+mutant date-set "every response's Date is set before its handler runs, so net/http formats none" \
+	"net/http reads the clock and formats a Date per response" \
+	"TestCountingSetsTheDateSoNetHTTPNeedNot"
+m_date-set() {
+	edit worker.go '		w.Header()["Date"] = srv.date.at(start)' '		_ = start'
+}
+
+mutant date-second "the Date is the second the request began, formatted again each second" \
+	"the first Date formatted is kept for ever" \
+	"TestEveryResponseCarriesTheDateOfTheSecondItsRequestBegan"
+m_date-second() {
+	edit date.go 'v != nil && v.sec == sec {' 'v != nil {'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
