@@ -453,6 +453,9 @@ func runService(cfg *config, app App, ln net.Listener, fe *frontEnd, h *handover
 	if period := watchdogPeriod(); period > 0 {
 		go svc.watchdog(period)
 	}
+	if cfg.Workers > 1 {
+		reserveThreads() // before any worker, adopted or new, holds the host's last tasks
+	}
 	fe.generation.Store(1)
 	if h != nil {
 		fe.generation.Store(int64(h.Serving.Number))

@@ -6,12 +6,26 @@ import (
 	"time"
 )
 
-// dateHeader is the value of the Date header for the second a request
-// began, formatted once a second rather than once a response. net/http
-// and its HTTP/2 server each read the clock and format a Date for every
-// response whose handler set none; counting sets this one from the clock
-// read it makes anyway (for the request metrics), so a response costs
-// neither. A handler that sets its own Date replaces it.
+// stampDate sets the Date of a response whose header is about to go out,
+// unless its handler set one, from a value formatted once a second.
+// net/http and its HTTP/2 server each format a Date for every response
+// whose header has none (HTTP/2 into a new string each time); with this
+// one in place, they format none. It is called as the header is
+// committed, as theirs is, so the Date is the response's own second, not
+// the second its request began: a slow handler's Date is not stale, nor
+// earlier than a Last-Modified read while it ran. A handler that sets
+// Date, or adds one (a reverse proxy copying its upstream's header),
+// keeps its own.
+func stampDate(h http.Header) {
+	if _, ok := h["Date"]; !ok {
+		h["Date"] = httpDate.at(time.Now())
+	}
+}
+
+// httpDate is the process's Date value, shared by its servers.
+var httpDate dateHeader
+
+// dateHeader holds the Date value of the second it was last asked for.
 //
 // The slice is shared by every response of that second and only read:
 // net/http writes it out, HTTP/2 copies it; a handler's Set or Add makes

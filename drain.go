@@ -291,9 +291,9 @@ func (d *drainWriter) done() {
 	}
 }
 
-// commit adds Connection: close to the header during a drain, the first
-// time it is called for a request, and tells awaitClosed that the client
-// needs no more time.
+// commit sets the Date (stampDate), and adds Connection: close to the
+// header during a drain, the first time it is called for a request, and
+// tells awaitClosed that the client needs no more time.
 func (d *drainWriter) commit() {
 	if d.committed {
 		return
@@ -302,8 +302,10 @@ func (d *drainWriter) commit() {
 	if d.status == 0 {
 		d.status = http.StatusOK // a write before any WriteHeader
 	}
+	h := d.ResponseWriter.Header()
+	stampDate(h)
 	if d.draining.Load() {
-		d.ResponseWriter.Header()["Connection"] = hdrClose
+		h["Connection"] = hdrClose
 		d.conn.idleSince.Store(connClosing)
 	}
 }

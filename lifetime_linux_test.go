@@ -73,8 +73,9 @@ func TestParentReservesItsThreadsAndHoldsNoneAWorker(t *testing.T) {
 	}
 	few, many := threads(2), threads(24)
 	// Its reserve, started before its first worker (threads.go): one
-	// thread a processor and the spares, each locked while the others
-	// start, beside the one that waits for them and the runtime's sysmon.
+	// thread a processor and the spares, each held by a locked goroutine
+	// at once, beside the runtime's sysmon and the template thread the
+	// first lock starts.
 	if reserve := runtime.GOMAXPROCS(0) + spareThreads + 2; few < reserve {
 		t.Errorf("the parent of 2 workers runs %d threads; want its reserve, at least %d", few, reserve)
 	}

@@ -518,14 +518,21 @@ type streamWriter struct {
 
 func (s *streamWriter) WriteHeader(code int) {
 	if (code >= 200 || code == http.StatusSwitchingProtocols) && !s.committed {
-		s.committed, s.status = true, code
+		s.commit(code)
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// commit notes that the header goes out now, with status code, and sets
+// its Date (stampDate).
+func (s *streamWriter) commit(code int) {
+	s.committed, s.status = true, code
+	stampDate(s.ResponseWriter.Header())
+}
+
 func (s *streamWriter) Write(b []byte) (int, error) {
 	if !s.committed {
-		s.committed, s.status = true, http.StatusOK
+		s.commit(http.StatusOK)
 	}
 	var total int
 	for {
@@ -552,7 +559,7 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 // deadline after.
 func (s *streamWriter) Flush() {
 	if !s.committed {
-		s.committed, s.status = true, http.StatusOK
+		s.commit(http.StatusOK)
 	}
 	f, ok := s.ResponseWriter.(http.Flusher)
 	if !ok {

@@ -846,7 +846,7 @@ const (
 // its main ran; a print before that (a library that announces itself at
 // init) was a malformed protocol line, and every start rolled back.
 func (s *Supervisor) spawn(index int, lnFile *os.File, events chan event) (*workerProc, error) {
-	reserveThreads() // before the first worker takes the host's last tasks
+	reserveThreads() // runService's already, unless a program runs a Supervisor alone
 	cmd, err := s.seam.command(index, s.cfg.Args)
 	if err != nil {
 		return nil, refused(err)

@@ -65,7 +65,6 @@ type server struct {
 	cert     atomic.Pointer[tls.Certificate] // what every handshake gets; a direct-mode reload swaps it
 	access   *accessLog                      // nil without -access-log
 	reqs     requestCounts                   // by status class and duration (reqmetrics.go)
-	date     dateHeader                      // every response's Date (date.go)
 	accepted atomic.Int64
 	served   atomic.Int64
 	inflight atomic.Int64 // handlers running (counting), which a drain waits for
@@ -147,8 +146,9 @@ func (srv *server) setIdentity(id *tlsIdentity) error {
 // (evict.go) is dropped before its handler runs: the client, which sees
 // the connection close without an answer, may send it again. Per request
 // that costs three atomic adds, a context lookup, an atomic load, one
-// comparison (the -max-requests limit, reached once), the Date (date.go:
-// an atomic load and a map write) and no allocation. In a worker the parent probes, each request is also in the set of
+// comparison (the -max-requests limit, reached once) and no allocation.
+// Its writers set each response's Date as the header is committed
+// (stampDate, date.go). In a worker the parent probes, each request is also in the set of
 // those in flight (progress.go) while its handler runs: two short holds
 // of a lock, and for HTTP/2 one allocation.
 func (srv *server) counting(h http.Handler) http.Handler {
@@ -171,11 +171,9 @@ func (srv *server) counting(h http.Handler) http.Handler {
 		if srv.track {
 			q = srv.track1(w, r, c)
 		}
-		start := time.Now()
-		w.Header()["Date"] = srv.date.at(start) // date.go: formatted once a second
 		// Deferred, so a handler that panics is answered as far as the
 		// counts and the drain know too, and answered 500 if it can be.
-		defer srv.answered(w, dw, q, start)
+		defer srv.answered(w, dw, q, time.Now())
 		defer srv.answerPanic(w, r)
 		h.ServeHTTP(w, r)
 	})
@@ -257,6 +255,9 @@ func (srv *server) answered(w http.ResponseWriter, dw *drainWriter, q *inflightR
 		dw.done()
 		status = dw.status
 	} else if sw, ok := w.(*streamWriter); ok {
+		if !sw.committed {
+			stampDate(sw.Header()) // the HTTP/2 server commits it next
+		}
 		status = sw.status
 	}
 	if !hijacked { // a hijacked connection's status and length are its own

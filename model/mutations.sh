@@ -858,6 +858,7 @@ mutant thread-reserve "the parent starts the threads it needs before its first w
 	"TestParentReservesItsThreadsAndHoldsNoneAWorker"
 m_thread-reserve() {
 	edit supervisor.go '	reserveThreads() //' '	// reserveThreads() //'
+	edit command.go '		reserveThreads() //' '		// reserveThreads() //'
 }
 
 mutant refused-limit "a spawn the host refuses names the limit it met" \
@@ -1557,16 +1558,17 @@ m_upgrade-check() {
 	_, _, _ = want, said, err'
 }
 
-mutant date-set "every response's Date is set before its handler runs, so net/http formats none" \
-	"net/http reads the clock and formats a Date per response" \
-	"TestCountingSetsTheDateSoNetHTTPNeedNot"
+mutant date-set "every response's Date is set as its header is committed, so net/http formats none" \
+	"net/http formats a Date per response" \
+	"TestServerySetsTheDateSoNetHTTPNeedNot"
 m_date-set() {
-	edit worker.go '		w.Header()["Date"] = srv.date.at(start)' '		_ = start'
+	edit drain.go '	stampDate(h)
+' ''
 }
 
-mutant date-second "the Date is the second the request began, formatted again each second" \
+mutant date-second "the Date is the second the response is committed in, formatted again each second" \
 	"the first Date formatted is kept for ever" \
-	"TestEveryResponseCarriesTheDateOfTheSecondItsRequestBegan"
+	"TestEveryResponseCarriesTheDateOfTheSecondItIsAnswered"
 m_date-second() {
 	edit date.go 'v != nil && v.sec == sec {' 'v != nil {'
 }
