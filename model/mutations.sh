@@ -446,7 +446,7 @@ mutant drain-close "every HTTP/1 response committed during a drain says Connecti
 	"only handlers that began after the drain are told" \
 	"TestResponseCommittedAfterADrainBeganSaysConnectionClose"
 m_drain-close() {
-	edit drain.go '		d.ResponseWriter.Header()["Connection"] = hdrClose' ''
+	edit drain.go '		h["Connection"] = hdrClose' ''
 }
 
 mutant drain-handlers "the App's stop runs only after every handler returned" \
