@@ -9,7 +9,7 @@ import (
 // per processor: room for the goroutines that sit in a system call at
 // once (a log write, a fork, a read of /proc) while the others run.
 // Without the reserve the parent was measured at 9 threads on 2 cores
-// after 100,000 replacements (README, "Running for months").
+// after 100,000 replacements (the lifetime figures in bench/README.md).
 const spareThreads = 6
 
 var reserveOnce sync.Once
