@@ -169,7 +169,8 @@ type limitConn struct {
 	// net/http or crypto/tls set (for a TLS handshake: the header
 	// timeout), which a clear must really clear.
 	ours atomic.Bool
-	h1   h1Conn // what a drain knows of it (drain.go)
+	rd   lazyRead // the read deadline (readdeadline.go)
+	h1   h1Conn   // what a drain knows of it (drain.go)
 	// idle says whether the cap may close it to make room (evict.go):
 	// notIdle, an idle sequence number, or connEvicted.
 	idle atomic.Int64
@@ -315,6 +316,7 @@ func (c *limitConn) SetWriteDeadline(t time.Time) error {
 // SetDeadline sets both deadlines and remembers the write one.
 func (c *limitConn) SetDeadline(t time.Time) error {
 	c.noteDeadline(t)
+	c.rd.setBoth(t)
 	return c.Conn.SetDeadline(t)
 }
 

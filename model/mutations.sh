@@ -1573,6 +1573,31 @@ m_date-second() {
 	edit date.go 'v != nil && v.sec == sec {' 'v != nil {'
 }
 
+mutant read-lazy "a read deadline later than the one on the socket waits, so keep-alive requests move no timer" \
+	"every read deadline net/http sets reaches the socket" \
+	"TestReadDeadlinesLaterThanTheOneInForceReachNoTimer"
+m_read-lazy() {
+	edit readdeadline.go '	if r.want == 0 || (r.armed != 0 && r.armed <= r.want) {
+		return nil
+	}' '	if false {
+		return nil
+	}'
+}
+
+mutant read-early "a read deadline earlier than the one on the socket is put on at once" \
+	"an earlier read deadline waits for the one on the socket" \
+	"TestAnEarlierReadDeadlineEndsABlockedReadAtOnce"
+m_read-early() {
+	edit readdeadline.go '(r.armed != 0 && r.armed <= r.want)' '(r.armed != 0)'
+}
+
+mutant read-rearm "a deadline that fires before the one wanted is put right and the read tried again" \
+	"an early deadline ends the read" \
+	"TestAReadDeadlineMovedLaterEndsTheReadNoSooner TestAClearedReadDeadlineNoLongerEndsAnyRead"
+m_read-rearm() {
+	edit readdeadline.go '	if r.armed == r.want || (r.want != 0 && r.want <= time.Now().UnixNano()) {' '	if true {'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingConn counts the read deadlines that reach the socket.
+type countingConn struct {
+	net.Conn
+	sets atomic.Int64
+}
+
+func (c *countingConn) SetReadDeadline(t time.Time) error {
+	c.sets.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// lazyPair returns a limitConn over one end of a loopback TCP
+// connection, the count of read deadlines it puts on its socket, and the
+// other end.
+func lazyPair(t *testing.T) (*limitConn, *countingConn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ln.Accept()
+	if err != nil {
+		peer.Close()
+		t.Fatal(err)
+	}
+	cc := &countingConn{Conn: c}
+	t.Cleanup(func() { c.Close(); peer.Close() })
+	return &limitConn{Conn: cc}, cc, peer
+}
+
+// passed waits until the clock is past d: the event a lazily kept
+// deadline is about.
+func passed(d time.Time) {
+	for time.Now().Before(d) {
+		time.Sleep(time.Until(d))
+	}
+}
+
+func TestReadDeadlinesLaterThanTheOneInForceReachNoTimer(t *testing.T) {
+	c, cc, _ := lazyPair(t)
+	now := time.Now()
+	c.SetReadDeadline(now.Add(time.Hour)) // the header timeout: put on
+	c.SetReadDeadline(time.Time{})        // header read: kept
+	for i := 1; i <= 100; i++ {           // keep-alive requests: kept
+		c.SetReadDeadline(now.Add(time.Hour + time.Duration(i)*time.Second))
+		c.SetReadDeadline(time.Time{})
+	}
+	if n := cc.sets.Load(); n != 1 {
+		t.Fatalf("%d read deadlines reached the socket, want 1", n)
+	}
+	c.SetReadDeadline(now.Add(time.Minute)) // earlier: put on at once
+	if n := cc.sets.Load(); n != 2 {
+		t.Fatalf("an earlier deadline: %d read deadlines reached the socket, want 2", n)
+	}
+}
+
+func TestAReadDeadlineMovedLaterEndsTheReadNoSooner(t *testing.T) {
+	c, _, _ := lazyPair(t)
+	early := time.Now().Add(20 * time.Millisecond)
+	c.SetReadDeadline(early)
+	want := time.Now().Add(300 * time.Millisecond)
+	c.SetReadDeadline(want)
+	_, err := c.Read(make([]byte, 1))
+	if !isTimeout(err) {
+		t.Fatalf("read: %v, want a timeout", err)
+	}
+	if at := time.Now(); at.Before(want) {
+		t.Fatalf("the read timed out %v before its deadline, at the one it replaced", want.Sub(at))
+	}
+}
+
+func TestAClearedReadDeadlineNoLongerEndsAnyRead(t *testing.T) {
+	c, _, peer := lazyPair(t)
+	early := time.Now().Add(20 * time.Millisecond)
+	c.SetReadDeadline(early)
+	c.SetReadDeadline(time.Time{})
+	passed(early)
+	if _, err := peer.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if n, err := c.Read(b); err != nil || n != 1 || b[0] != 'x' {
+		t.Fatalf("read after a cleared deadline passed: %d %q %v, want the byte", n, b[:n], err)
+	}
+}
+
+func TestAnEarlierReadDeadlineEndsABlockedReadAtOnce(t *testing.T) {
+	c, _, peer := lazyPair(t)
+	c.SetReadDeadline(time.Now().Add(time.Hour))
+	// Were the deadline kept lazily, the read would block until the peer
+	// gives up and end with EOF, not a timeout.
+	giveUp := time.AfterFunc(20*time.Second, func() { peer.Close() })
+	defer giveUp.Stop()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		done <- err
+	}()
+	// net/http ends its background read this way: a deadline long past.
+	c.SetReadDeadline(time.Unix(1, 0))
+	if err := <-done; !isTimeout(err) {
+		t.Fatalf("blocked read after a deadline in the past: %v, want a timeout", err)
+	}
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("read with an earlier deadline: %v, want a timeout", err)
+	}
+}
