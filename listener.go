@@ -46,8 +46,12 @@ type limitListener struct {
 	open         atomic.Int64
 	accepted     *atomic.Int64
 	prog         *progressCounts // the server's progress counts (progress.go); nil: none
-	closed       chan struct{}
-	closeOnce    sync.Once
+	// readSpan is the shortest read deadline net/http sets, the header
+	// timeout, which a re-armed read deadline takes as its step
+	// (readdeadline.go); 0: none.
+	readSpan  time.Duration
+	closed    chan struct{}
+	closeOnce sync.Once
 	// idle is how the cap makes room (evict.go); unused without a cap.
 	idle idleConns
 }
@@ -101,6 +105,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	l.accepted.Add(1)
 	l.open.Add(1)
 	lc := &limitConn{Conn: c, ln: l, writeTimeout: l.writeTimeout}
+	lc.rd.span = int64(l.readSpan)
 	lc.h1.conn, lc.h1.prog = c, l.prog
 	l.idle.add(lc)
 	return lc, nil

@@ -23,10 +23,22 @@ import (
 // idles, is cut when net/http means it to be; what the laziness costs is
 // one wake-up each time an early deadline fires, at most one per header
 // timeout of a busy connection's life.
+//
+// A re-armed deadline goes at most span (the header timeout) ahead. On a
+// keep-alive connection the early fire comes from net/http ending its
+// background read with a deadline in the past; the re-arm is then for the
+// idle timeout, and the header timeout set moments later would be earlier
+// and reach the socket. Stepped by span, the re-armed one is no later
+// than the header timeout's, which can then wait too: a request moves
+// the socket's read deadline twice (the past one, and the re-arm), as
+// bare net/http, which sets no timeouts, moves it twice to end its
+// background read (the past one, and a clear). An idle connection pays
+// one wake-up per span.
 type lazyRead struct {
 	mu    sync.Mutex
 	want  int64 // UnixNano of the read deadline asked for; 0: none
 	armed int64 // UnixNano of the one on the socket; 0: none
+	span  int64 // the longest step of a re-armed deadline, in ns; 0: none
 }
 
 // SetReadDeadline asks for t as the read deadline. It puts t on the
@@ -57,20 +69,24 @@ func (c *limitConn) Read(b []byte) (int, error) {
 }
 
 // rearmRead reports whether the deadline that fired was early: then it
-// puts the deadline wanted now on the socket (or none), and the read is
-// to be tried again. A wanted deadline that has passed, or the one on the
-// socket, is a real timeout.
+// puts the deadline wanted now on the socket (or none; at most span
+// ahead), and the read is to be tried again. A wanted deadline that has
+// passed, or the one on the socket, is a real timeout.
 func (c *limitConn) rearmRead() bool {
 	r := &c.rd
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.armed == r.want || (r.want != 0 && r.want <= time.Now().UnixNano()) {
+	now := time.Now().UnixNano()
+	if r.armed == r.want || (r.want != 0 && r.want <= now) {
 		return false // what fired is what was wanted
 	}
 	r.armed = r.want
+	if r.want != 0 && r.span > 0 {
+		r.armed = min(r.want, now+r.span)
+	}
 	var t time.Time
-	if r.want != 0 {
-		t = time.Unix(0, r.want)
+	if r.armed != 0 {
+		t = time.Unix(0, r.armed)
 	}
 	return c.Conn.SetReadDeadline(t) == nil
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +72,7 @@ func TestReadDeadlinesLaterThanTheOneInForceReachNoTimer(t *testing.T) {
 
 func TestAReadDeadlineMovedLaterEndsTheReadNoSooner(t *testing.T) {
 	c, _, _ := lazyPair(t)
+	c.rd.span = int64(40 * time.Millisecond) // re-armed several times on the way
 	early := time.Now().Add(20 * time.Millisecond)
 	c.SetReadDeadline(early)
 	want := time.Now().Add(300 * time.Millisecond)
@@ -118,5 +121,85 @@ func TestAnEarlierReadDeadlineEndsABlockedReadAtOnce(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	if _, err := c.Read(make([]byte, 1)); !isTimeout(err) {
 		t.Fatalf("read with an earlier deadline: %v, want a timeout", err)
+	}
+}
+
+// deadlineCountingListener counts the read deadlines that reach its connections'
+// sockets.
+type deadlineCountingListener struct {
+	net.Listener
+	sets atomic.Int64
+}
+
+func (l *deadlineCountingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sharedCountConn{Conn: c, sets: &l.sets}, nil
+}
+
+type sharedCountConn struct {
+	net.Conn
+	sets *atomic.Int64
+}
+
+func (c *sharedCountConn) SetReadDeadline(t time.Time) error {
+	c.sets.Add(1)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// readDeadlinesPerRequest serves keep-alive requests with srv over ln
+// and returns how many read deadlines reached the socket per request.
+func readDeadlinesPerRequest(t *testing.T, srv *http.Server, ln net.Listener, counted *deadlineCountingListener) float64 {
+	t.Helper()
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	t.Cleanup(client.CloseIdleConnections)
+	const requests = 200
+	get := func() {
+		resp, err := client.Get("http://" + ln.Addr().String() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	get() // the connection, and its first deadlines
+	before := counted.sets.Load()
+	for range requests {
+		get()
+	}
+	return float64(counted.sets.Load()-before) / requests
+}
+
+// TestAKeepAliveRequestPutsAtMostTwoReadDeadlinesOnTheSocket serves
+// keep-alive requests with the header and idle timeouts on: net/http asks
+// for a read deadline about six times a request, and only two reach the
+// socket, the ones that end and follow its background read. Bare
+// net/http, which sets no timeouts, is measured beside it for the log.
+func TestAKeepAliveRequestPutsAtMostTwoReadDeadlinesOnTheSocket(t *testing.T) {
+	bareLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bareCounted := &deadlineCountingListener{Listener: bareLn}
+	bare := readDeadlinesPerRequest(t, &http.Server{}, bareCounted, bareCounted)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &deadlineCountingListener{Listener: ln}
+	ll := newLimitListener(counted, 0, 0, time.Minute, new(atomic.Int64))
+	ll.readSpan = 10 * time.Second
+	timed := &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	ours := readDeadlinesPerRequest(t, timed, ll, counted)
+
+	t.Logf("read deadlines on the socket per request: %.2f with the header and idle timeouts, %.2f for bare net/http", ours, bare)
+	if ours > 2.05 {
+		t.Fatalf("%.2f read deadlines reached the socket per request, want at most 2", ours)
 	}
 }

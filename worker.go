@@ -280,6 +280,7 @@ func (srv *server) serve(ln net.Listener) error {
 	if srv.track {
 		ll.prog = &srv.prog // progress counts only where the parent probes
 	}
+	ll.readSpan = srv.cfg.HeaderTimeout
 	ln = ll
 	if srv.tls != nil {
 		// Our own TLS listener rather than ServeTLS, which serves a clone

@@ -1598,6 +1598,13 @@ m_read-rearm() {
 	edit readdeadline.go '	if r.armed == r.want || (r.want != 0 && r.want <= time.Now().UnixNano()) {' '	if true {'
 }
 
+mutant read-span "a re-armed read deadline steps at most the header timeout ahead, so a keep-alive request puts two read deadlines on the socket" \
+	"the re-armed deadline is the idle one" \
+	"TestAKeepAliveRequestPutsAtMostTwoReadDeadlinesOnTheSocket"
+m_read-span() {
+	edit readdeadline.go '	if r.want != 0 && r.span > 0 {' '	if false {'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
