@@ -70,19 +70,28 @@ func TestReadDeadlinesLaterThanTheOneInForceReachNoTimer(t *testing.T) {
 	}
 }
 
-func TestAReadDeadlineMovedLaterEndsTheReadNoSooner(t *testing.T) {
-	c, _, _ := lazyPair(t)
-	c.rd.span = int64(40 * time.Millisecond) // re-armed several times on the way
-	early := time.Now().Add(20 * time.Millisecond)
-	c.SetReadDeadline(early)
-	want := time.Now().Add(300 * time.Millisecond)
-	c.SetReadDeadline(want)
-	_, err := c.Read(make([]byte, 1))
-	if !isTimeout(err) {
-		t.Fatalf("read: %v, want a timeout", err)
-	}
-	if at := time.Now(); at.Before(want) {
-		t.Fatalf("the read timed out %v before its deadline, at the one it replaced", want.Sub(at))
+// TestAReadDeadlineMovedLaterEndsTheReadNeitherSoonerNorLater moves a
+// deadline on the socket later, and reads until it ends the read: first
+// stepped on several times (a span shorter than the wait), then with a
+// span far longer, which must not carry the deadline past the one wanted.
+func TestAReadDeadlineMovedLaterEndsTheReadNeitherSoonerNorLater(t *testing.T) {
+	c, _, peer := lazyPair(t)
+	// Were a deadline carried an hour on, the read would block until the
+	// peer gives up and end with EOF, not a timeout.
+	giveUp := time.AfterFunc(20*time.Second, func() { peer.Close() })
+	defer giveUp.Stop()
+	for _, span := range []time.Duration{40 * time.Millisecond, time.Hour} {
+		c.rd.span = int64(span)
+		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		want := time.Now().Add(300 * time.Millisecond)
+		c.SetReadDeadline(want)
+		_, err := c.Read(make([]byte, 1))
+		if !isTimeout(err) {
+			t.Fatalf("span %v: read: %v, want a timeout", span, err)
+		}
+		if at := time.Now(); at.Before(want) {
+			t.Fatalf("span %v: the read timed out %v before its deadline, at the one it replaced", span, want.Sub(at))
+		}
 	}
 }
 
@@ -201,5 +210,69 @@ func TestAKeepAliveRequestPutsAtMostTwoReadDeadlinesOnTheSocket(t *testing.T) {
 	t.Logf("read deadlines on the socket per request: %.2f with the header and idle timeouts, %.2f for bare net/http", ours, bare)
 	if ours > 2.05 {
 		t.Fatalf("%.2f read deadlines reached the socket per request, want at most 2", ours)
+	}
+}
+
+// BenchmarkReadDeadlines times what a keep-alive request costs in read
+// deadlines and its one read, as net/http spends them: bare (no
+// timeouts: its background read ended with a deadline in the past, and
+// clears), timeouts on the socket (the header and idle timeouts too, as
+// servery's were before lazyRead) and timeouts through lazyRead.
+func BenchmarkReadDeadlines(b *testing.B) {
+	const header, idle = 10 * time.Second, time.Minute
+	past := time.Unix(1, 0)
+	request := func(c net.Conn, peer net.Conn, buf []byte, timeouts bool) {
+		now := time.Now()
+		if timeouts {
+			c.SetReadDeadline(now.Add(header)) // readRequest
+			c.SetReadDeadline(time.Time{})     // its header read
+		} else {
+			c.SetReadDeadline(time.Time{})
+		}
+		c.SetReadDeadline(past) // abortPendingRead
+		c.SetReadDeadline(time.Time{})
+		if timeouts {
+			c.SetReadDeadline(now.Add(idle)) // idle
+		} else {
+			c.SetReadDeadline(time.Time{})
+		}
+		peer.Write(buf)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, bc := range []struct {
+		name     string
+		lazy     bool
+		timeouts bool
+	}{{"bare", false, false}, {"timeouts-on-the-socket", false, true}, {"timeouts-lazy", true, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			peer, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer peer.Close()
+			raw, err := ln.Accept()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer raw.Close()
+			var c net.Conn = raw
+			if bc.lazy {
+				lc := &limitConn{Conn: raw}
+				lc.rd.span = int64(header)
+				c = lc
+			}
+			buf := make([]byte, 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				request(c, peer, buf, bc.timeouts)
+			}
+		})
 	}
 }

@@ -1577,32 +1577,35 @@ mutant read-lazy "a read deadline later than the one on the socket waits, so kee
 	"every read deadline net/http sets reaches the socket" \
 	"TestReadDeadlinesLaterThanTheOneInForceReachNoTimer"
 m_read-lazy() {
-	edit readdeadline.go '	if r.want == 0 || (r.armed != 0 && r.armed <= r.want) {
-		return nil
-	}' '	if false {
-		return nil
-	}'
+	edit readdeadline.go '	case r.want != 0 && (r.armed == 0 || r.want < r.armed):' '	case r.want != 0:'
 }
 
 mutant read-early "a read deadline earlier than the one on the socket is put on at once" \
 	"an earlier read deadline waits for the one on the socket" \
 	"TestAnEarlierReadDeadlineEndsABlockedReadAtOnce"
 m_read-early() {
-	edit readdeadline.go '(r.armed != 0 && r.armed <= r.want)' '(r.armed != 0)'
+	edit readdeadline.go '	case r.want != 0 && (r.armed == 0 || r.want < r.armed):' '	case r.want != 0 && r.armed == 0:'
 }
 
 mutant read-rearm "a deadline that fires before the one wanted is put right and the read tried again" \
 	"an early deadline ends the read" \
-	"TestAReadDeadlineMovedLaterEndsTheReadNoSooner TestAClearedReadDeadlineNoLongerEndsAnyRead"
+	"TestAReadDeadlineMovedLaterEndsTheReadNeitherSoonerNorLater TestAClearedReadDeadlineNoLongerEndsAnyRead"
 m_read-rearm() {
-	edit readdeadline.go '	if r.armed == r.want || (r.want != 0 && r.want <= time.Now().UnixNano()) {' '	if true {'
+	edit readdeadline.go '	if r.armed == r.want || (r.want != 0 && r.want <= now) {' '	if true {'
 }
 
-mutant read-span "a re-armed read deadline steps at most the header timeout ahead, so a keep-alive request puts two read deadlines on the socket" \
-	"the re-armed deadline is the idle one" \
+mutant read-span "the deadline after a background read ends is put on at once, a header timeout ahead, so a keep-alive request puts two read deadlines on the socket" \
+	"it is a clear, and the idle and header timeouts reach the socket" \
 	"TestAKeepAliveRequestPutsAtMostTwoReadDeadlinesOnTheSocket"
 m_read-span() {
-	edit readdeadline.go '	if r.want != 0 && r.span > 0 {' '	if false {'
+	edit readdeadline.go '	if r.span > 0 && r.want == 0 && ahead {' '	if false {'
+}
+
+mutant read-step-late "a deadline stepped on is never later than the one wanted" \
+	"a step is always a whole span" \
+	"TestAReadDeadlineMovedLaterEndsTheReadNeitherSoonerNorLater"
+m_read-step-late() {
+	edit readdeadline.go '		r.armed = min(r.want, now+r.span)' '		r.armed = now + r.span'
 }
 
 # ------------------------------------------------------------- helpers
