@@ -46,9 +46,9 @@ type limitListener struct {
 	open         atomic.Int64
 	accepted     *atomic.Int64
 	prog         *progressCounts // the server's progress counts (progress.go); nil: none
-	// readSpan is the shortest read deadline net/http sets, the header
-	// timeout, which a re-armed read deadline takes as its step
-	// (readdeadline.go); 0: none.
+	// readSpan is the header timeout, the read deadline net/http sets as
+	// each request begins, which a read deadline put on later takes as its
+	// longest step (readdeadline.go); 0: none.
 	readSpan  time.Duration
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -316,13 +316,6 @@ func (c *limitConn) SetWriteDeadline(t time.Time) error {
 	}
 	c.noteDeadline(t)
 	return c.Conn.SetWriteDeadline(t)
-}
-
-// SetDeadline sets both deadlines and remembers the write one.
-func (c *limitConn) SetDeadline(t time.Time) error {
-	c.noteDeadline(t)
-	c.rd.setBoth(t)
-	return c.Conn.SetDeadline(t)
 }
 
 func (c *limitConn) noteDeadline(t time.Time) {

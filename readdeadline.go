@@ -8,12 +8,13 @@ import (
 )
 
 // lazyRead keeps a connection's read deadlines off the runtime's timer
-// heap on the hot path. net/http sets a keep-alive connection's read
-// deadline five times per request with servery's timeouts (the header
-// timeout as a request begins, none once its header is read, a deadline
-// in the past and none again to end its background read, the idle
-// timeout once it is answered), and each deadline that reaches the
-// socket moves a timer in the runtime: a CPU profile against bare
+// heap on the hot path. With servery's header and idle timeouts, net/http
+// sets a keep-alive connection's read deadline six times per request (the
+// header timeout as a request begins, none once its header is read, none
+// as its background read starts, a deadline in the past and none again to
+// end that read, the idle timeout once it is answered), and each one that
+// reaches the socket takes the runtime's lock on it, and a positive one
+// reads the clock twice and moves a timer: a CPU profile against bare
 // net/http, which sets no timeouts, showed them among the difference.
 //
 // lazyRead puts a deadline on the socket only when it is earlier than the
@@ -24,19 +25,42 @@ import (
 // idles, is cut when net/http means it to be.
 //
 // A deadline put on later goes at most span (the header timeout) ahead.
-// The one that follows the past deadline ending a background read is
-// put on at once, as the past one is known to have passed (it is earlier
-// than a clock reading taken before), and spanned: it is then no later
+// The one that follows the past deadline ending a background read is put
+// on at once, since the past one is known to have passed (it is earlier
+// than a clock reading already taken), and spanned: it is then no later
 // than the header timeout net/http sets moments later, which can wait
-// too. So a keep-alive request puts two read deadlines on the socket (the
-// past one, and the step after it), where bare net/http puts two (the
-// past one, and a clear); an idle connection pays one wake-up per span.
+// too. So a keep-alive request puts two read deadlines on the socket, the
+// past one and the step after it, where bare net/http puts all six of its
+// own (five of them none), and no read fails for want of a re-arm. An idle
+// connection pays one wake-up per span.
+//
+// Deadlines are kept as offsets from deadlineEpoch, whose monotonic
+// reading they share, so a step of the wall clock moves none of them, as
+// it moves none of net/http's.
 type lazyRead struct {
 	mu    sync.Mutex
-	want  int64 // UnixNano of the read deadline asked for; 0: none
-	armed int64 // UnixNano of the one on the socket; 0: none
+	want  int64 // the read deadline asked for, as an offset; 0: none
+	armed int64 // the one on the socket, as an offset; 0: none
 	span  int64 // the longest step of a deadline put on later, in ns; 0: none
-	seen  int64 // UnixNano of a clock reading, so earlier times have passed
+	// seen is a clock reading as an offset, so earlier deadlines have
+	// passed; 0 (the epoch, before any connection) until the first step.
+	seen int64
+}
+
+// deadlineEpoch is the origin of lazyRead's offsets.
+var deadlineEpoch = time.Now()
+
+// offset is t as an offset from deadlineEpoch, or 0 for the zero time (no
+// deadline). One that falls on 0 is -1, as past as it; one beyond the
+// int64 range saturates (time.Time.Sub).
+func offset(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	if d := int64(t.Sub(deadlineEpoch)); d != 0 {
+		return d
+	}
+	return -1
 }
 
 // SetReadDeadline asks for t as the read deadline. It puts t on the
@@ -48,23 +72,23 @@ func (c *limitConn) SetReadDeadline(t time.Time) error {
 	r := &c.rd
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.want = unixNano(t)
+	r.want = offset(t)
 	switch {
 	case r.want != 0 && (r.armed == 0 || r.want < r.armed):
 		r.armed = r.want
 		return c.Conn.SetReadDeadline(t)
 	case r.armed != 0 && r.armed < r.seen:
-		return c.step(time.Now().UnixNano(), true)
+		return c.step(int64(time.Since(deadlineEpoch)), true)
 	}
 	return nil
 }
 
-// Read reads, and reads again when the deadline that ended it was
-// earlier than the one wanted now.
+// Read reads, and reads again when the deadline that ended it, having
+// read nothing, was earlier than the one wanted now.
 func (c *limitConn) Read(b []byte) (int, error) {
 	for {
 		n, err := c.Conn.Read(b)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || !c.rearmRead() {
+		if err == nil || n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) || !c.rearmRead() {
 			return n, err
 		}
 	}
@@ -78,16 +102,18 @@ func (c *limitConn) rearmRead() bool {
 	r := &c.rd
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := time.Now().UnixNano()
+	now := int64(time.Since(deadlineEpoch))
 	if r.armed == r.want || (r.want != 0 && r.want <= now) {
 		return false // what fired is what was wanted
 	}
 	return c.step(now, false) == nil
 }
 
-// step puts the deadline wanted on the socket, at most span after now;
-// none stays none unless ahead, when it is a step after a background
-// read ended and a request is to follow, which will want a deadline.
+// step puts the deadline wanted on the socket, at most span after now.
+// None stays none, unless ahead: after a background read ends, a request
+// usually follows, whose header timeout is to find a deadline no later
+// than its own already there (if none follows, the one put on fires once
+// and steps to none).
 func (c *limitConn) step(now int64, ahead bool) error {
 	r := &c.rd
 	r.seen = now
@@ -99,25 +125,20 @@ func (c *limitConn) step(now int64, ahead bool) error {
 	}
 	var t time.Time
 	if r.armed != 0 {
-		t = time.Unix(0, r.armed)
+		t = deadlineEpoch.Add(time.Duration(r.armed))
 	}
 	return c.Conn.SetReadDeadline(t)
 }
 
-// setBoth records t as both the wanted and the armed read deadline, for
-// SetDeadline, which puts it on the socket itself.
-func (r *lazyRead) setBoth(t time.Time) {
+// SetDeadline sets both deadlines: the read one as wanted and on the
+// socket, under the read deadline's lock so a concurrent SetReadDeadline
+// cannot come between, and the write one remembered (noteDeadline).
+func (c *limitConn) SetDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	r := &c.rd
 	r.mu.Lock()
-	r.want = unixNano(t)
+	defer r.mu.Unlock()
+	r.want = offset(t)
 	r.armed = r.want
-	r.mu.Unlock()
-}
-
-// unixNano is t in UnixNano, or 0 for the zero time (no deadline); a
-// time at or before 1970 is 1, which is as past as it.
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return max(t.UnixNano(), 1)
+	return c.Conn.SetDeadline(t)
 }

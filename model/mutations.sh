@@ -1608,6 +1608,13 @@ m_read-step-late() {
 	edit readdeadline.go '		r.armed = min(r.want, now+r.span)' '		r.armed = now + r.span'
 }
 
+mutant read-known-past "the deadline after a background read ends is put on as it is asked for, the past one known to have passed, so no read fails for want of a re-arm" \
+	"it waits for a read to fail on the past deadline" \
+	"TestAKeepAliveRequestPutsAtMostTwoReadDeadlinesOnTheSocket"
+m_read-known-past() {
+	edit readdeadline.go '	case r.armed != 0 && r.armed < r.seen:' '	case false:'
+}
+
 # ------------------------------------------------------------- helpers
 # edit FILE FROM TO: replaces the one occurrence of FROM in the mutant's
 # FILE with TO, literally; any other count clears $applied, which fails
