@@ -7,8 +7,10 @@
 package main
 
 import (
+	"crypto/sha256"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +26,7 @@ type box struct {
 	ncpu    int
 	waited  time.Duration // spent waiting for quiet, in all
 	retried int           // measurements repeated because other work disturbed them
+	probes  []float64     // each speed probe's time, in ms (probe)
 }
 
 func newBox(cfg config) *box { return &box{cfg: cfg, ncpu: runtime.NumCPU()} }
@@ -76,6 +79,42 @@ func (x *box) waitQuiet() {
 		}
 	}
 	x.waited += time.Since(t0)
+	x.probe()
+}
+
+// probeBytes is the fixed work of one speed probe: hashing it takes about
+// 21 ms on one core of the development VM (SHA-NI).
+const probeBytes = 32 << 20
+
+// probe times a fixed amount of CPU work on one thread, once the box is
+// quiet, so the report can say whether the box's own speed moved during
+// the run: a VM whose host is busy runs slower with no other work to
+// see in /proc/stat, and a ratio of two measurements taken at two speeds
+// is the speeds' ratio as much as the servers'.
+func (x *box) probe() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	block := make([]byte, 64<<10)
+	h := sha256.New()
+	t0 := time.Now()
+	for range probeBytes / len(block) {
+		h.Write(block)
+	}
+	h.Sum(nil)
+	x.probes = append(x.probes, float64(time.Since(t0).Microseconds())/1000)
+}
+
+// maxSpeedSpread is the most the probes may spread, in percent, before
+// the report names it a problem: twice the 5% a target is checked to.
+const maxSpeedSpread = 10
+
+// speedSpread is how far the probes' times spread: (slowest - fastest) /
+// median, in percent; 0 without probes.
+func speedSpread(ms []float64) float64 {
+	if len(ms) == 0 {
+		return 0
+	}
+	return 100 * (slices.Max(ms) - slices.Min(ms)) / median(ms)
 }
 
 // usage is who used the CPUs during one measured run.

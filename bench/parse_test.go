@@ -127,3 +127,20 @@ func TestExitStatusesAreTheREADMEs(t *testing.T) {
 		t.Error("bench/README.md no longer states the exit statuses this test holds")
 	}
 }
+
+func TestSpeedSpreadIsTheProbesRangeOverTheirMedian(t *testing.T) {
+	for _, tc := range []struct {
+		ms   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{20}, 0},
+		{[]float64{20, 20, 20}, 0},
+		{[]float64{18, 20, 22}, 20},
+		{[]float64{20, 40, 20, 20}, 100},
+	} {
+		if got := speedSpread(tc.ms); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("speedSpread(%v) = %v, want %v", tc.ms, got, tc.want)
+		}
+	}
+}

@@ -209,6 +209,9 @@ func (b *bench) header() {
 // footer writes the problems and the caveats.
 func (b *bench) footer() {
 	c := b.cfg
+	if spread := speedSpread(b.box.probes); spread > maxSpeedSpread {
+		b.rep.problem("the box's own speed moved by %.0f%% during the run (see Box speed under Caveats): a ratio between servers that differs from 1 by less than that is not a measurement", spread)
+	}
 	b.rep.md("## Problems observed", "")
 	if len(b.rep.problems) == 0 {
 		b.rep.md("- none: every server answered, every load run had 0 errors, every stop exited 0 with no WARN/ERROR log lines and no leftover processes.")
@@ -226,6 +229,9 @@ func (b *bench) footer() {
 	b.rep.mdf("- Short runs (%v x %d trials) on a shared machine: other work on it shows up as noise; see the MAD and other-work columns, the retries and waits below, and the load average. Startup times are ~1 ms resolution.", c.dur, c.trials)
 	b.rep.md("- servery is measured as built from the working tree at run time, which may include uncommitted edits.")
 	b.rep.mdf("- Waited %.0f s in all for the box to go quiet; measured %d run(s) again that other work disturbed.", b.box.waited.Seconds(), b.box.retried)
+	if ms := b.box.probes; len(ms) > 0 {
+		b.rep.mdf("- Box speed: a fixed CPU probe (SHA-256 of %d MiB on one thread), run once the box was quiet before each measurement, took %.1f-%.1f ms (median %.1f ms, %d probes): a spread of %.0f%%. A busy host slows a VM with no other work to see above, so ratios of measurements that differ by less than the spread may be the box's, not the servers'.", probeBytes>>20, slices.Min(ms), slices.Max(ms), median(ms), len(ms), speedSpread(ms))
+	}
 	b.rep.mdf("- Load average at end: %s. Wall time: %.0f s.", loadavg(), time.Since(b.started).Seconds())
 }
 
