@@ -230,7 +230,7 @@ func (b *bench) footer() {
 	b.rep.md("- servery is measured as built from the working tree at run time, which may include uncommitted edits.")
 	b.rep.mdf("- Waited %.0f s in all for the box to go quiet; measured %d run(s) again that other work disturbed.", b.box.waited.Seconds(), b.box.retried)
 	if ms := b.box.probes; len(ms) > 0 {
-		b.rep.mdf("- Box speed: a fixed CPU probe (SHA-256 of %d MiB on one thread), run once the box was quiet before each measurement, took %.1f-%.1f ms (median %.1f ms, %d probes): a spread of %.0f%%. A busy host slows a VM with no other work to see above, so ratios of measurements that differ by less than the spread may be the box's, not the servers'.", probeBytes>>20, slices.Min(ms), slices.Max(ms), median(ms), len(ms), speedSpread(ms))
+		b.rep.mdf("- Box speed: a fixed CPU probe (SHA-256 of %d MiB on one thread), run once the box was quiet before each measurement, took %.1f-%.1f ms (median %.1f ms over %d probe(s)): a spread of %.0f%%. A busy host slows a VM with no other work to see above, so ratios of measurements that differ by less than the spread may be the box's, not the servers'.", probeBytes>>20, slices.Min(ms), slices.Max(ms), median(ms), len(ms), speedSpread(ms))
 	}
 	b.rep.mdf("- Load average at end: %s. Wall time: %.0f s.", loadavg(), time.Since(b.started).Seconds())
 }
