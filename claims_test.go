@@ -124,7 +124,7 @@ func TestScrapeShowsASilentWorkersLastCounts(t *testing.T) {
 	writeFile(t, site, "index.html", "hello")
 	s, addr := startWithStatus(t, "-dir", site, "-workers", "2")
 	getN(t, s.addr, 20)
-	before := requestsTotal(scrape(t, addr))
+	before := requestsTotal(scrapeUntilCounted(t, func() map[string]float64 { return scrape(t, addr) }, 20))
 	pids := s.workerPIDs()
 	for _, pid := range pids {
 		pause(pid) // neither answers the scrape's question now

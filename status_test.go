@@ -146,6 +146,25 @@ func (w *counterWatch) scrape() map[string]float64 {
 	return m
 }
 
+// scrapeUntilCounted scrapes until the requests counted reach at least
+// want, and fails if they do not within 30 s. One scrape may not show the
+// last requests: it waits for an answer to its question or to one asked
+// just before it (nextReply), whose counters are a little older.
+func scrapeUntilCounted(t *testing.T, scrape func() map[string]float64, want float64) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := scrape()
+		if requestsTotal(m) >= want {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v requests counted after 30 s; %v were answered", requestsTotal(m), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitRequests scrapes until the requests counted reach want, and fails
 // if they pass it or do not reach it within 10 s.
 func (w *counterWatch) waitRequests(want float64) map[string]float64 {

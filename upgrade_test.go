@@ -69,9 +69,7 @@ func TestTwentyUpgradesUnderLoadKeepThePidAndFailNothing(t *testing.T) {
 	if doc.PID != pid || doc.Generation != 21 {
 		t.Errorf("/status after 20 upgrades: pid %d, generation %d; want pid %d (the same process), generation 21", doc.PID, doc.Generation, pid)
 	}
-	if m := w.scrape(); requestsTotal(m) < float64(l.ok.Load()) {
-		t.Errorf("%v requests counted; %d were answered", requestsTotal(m), l.ok.Load())
-	}
+	scrapeUntilCounted(t, w.scrape, float64(l.ok.Load()))
 	s.signal(syscall.SIGTERM)
 	if code := s.wait(time.Minute); code != exitOK {
 		t.Errorf("exit status %d after the upgrades; want 0", code)
