@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -300,4 +302,49 @@ func dialWithin(t *testing.T, addr string, within time.Duration) (net.Conn, *buf
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(within))
 	return c, bufio.NewReader(c)
+}
+
+// readDeadlineRecorder is a response writer that counts the read
+// deadlines http.ResponseController puts on its request.
+type readDeadlineRecorder struct {
+	httptest.ResponseRecorder
+	set int
+}
+
+func (w *readDeadlineRecorder) SetReadDeadline(time.Time) error {
+	w.set++
+	return nil
+}
+
+// TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead: an HTTP/2 server
+// discards no unread body, so a request whose handler does not read it
+// costs no read deadline (each one is a message to the connection's serve
+// goroutine, and a GET's body is not http.NoBody over HTTP/2); one whose
+// handler reads gets it before the read. An HTTP/1 body left unread gets
+// one before the handler and one after, for the discard net/http does
+// before it reads the next request.
+func TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead(t *testing.T) {
+	srv := &server{cfg: runtimeConfig{BodyTimeout: time.Minute}}
+	for _, tc := range []struct {
+		proto int
+		read  bool
+		want  int
+	}{
+		{proto: 2, read: false, want: 0},
+		{proto: 2, read: true, want: 2}, // armed for the read, cleared at its end
+		{proto: 1, read: false, want: 2},
+	} {
+		h := srv.bodies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if tc.read {
+				io.Copy(io.Discard, r.Body)
+			}
+		}))
+		r := httptest.NewRequest("POST", "/", strings.NewReader("hello"))
+		r.ProtoMajor = tc.proto
+		w := &readDeadlineRecorder{}
+		h.ServeHTTP(w, r)
+		if w.set != tc.want {
+			t.Errorf("HTTP/%d, body read %v: %d read deadlines set; want %d", tc.proto, tc.read, w.set, tc.want)
+		}
+	}
 }

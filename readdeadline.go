@@ -102,9 +102,12 @@ func (c *limitConn) rearmRead() bool {
 	r := &c.rd
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.armed == r.want {
+		return false // what fired is what was wanted: net/http's past one, mostly
+	}
 	now := int64(time.Since(deadlineEpoch))
-	if r.armed == r.want || (r.want != 0 && r.want <= now) {
-		return false // what fired is what was wanted
+	if r.want != 0 && r.want <= now {
+		return false // the one wanted has passed too
 	}
 	return c.step(now, false) == nil
 }

@@ -940,6 +940,20 @@ m_body-timeout() {
 	edit worker.go 'srv.streams(srv.bodies(srv.counting(h)))' 'srv.streams(srv.counting(h))'
 }
 
+mutant body-h2-lazy "an HTTP/2 request whose body is not read costs no read deadline" \
+	"the body deadline armed around every handler, HTTP/2 too" \
+	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead"
+m_body-h2-lazy() {
+	edit listener.go '		discards := r.ProtoMajor == 1' '		discards := true'
+}
+
+mutant body-h1-discard "an HTTP/1 body left unread is bounded for net/http's discard" \
+	"no body deadline around an HTTP/1 handler" \
+	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead"
+m_body-h1-discard() {
+	edit listener.go '		discards := r.ProtoMajor == 1' '		discards := false'
+}
+
 mutant fifo-open "nothing under -dir that is not a file (a FIFO, a device, a socket) can block an open" \
 	"a served path is opened blocking, with no look at its type first" \
 	"TestNothingUnderTheRootThatIsNotAFileBlocksAnOpen"

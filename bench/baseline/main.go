@@ -104,6 +104,7 @@ func bare(files ...string) http.Handler {
 		contentType  = []string{"text/html; charset=utf-8"}
 		lastModified = []string{"Mon, 01 Jan 2024 00:00:00 GMT"}
 		vary         = []string{"Accept-Encoding"}
+		nosniff      = []string{"nosniff"}
 	)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rp := replies[r.URL.Path]
@@ -118,6 +119,7 @@ func bare(files ...string) http.Handler {
 		h["Etag"] = rp.etag
 		h["Last-Modified"] = lastModified
 		h["Vary"] = vary
+		h["X-Content-Type-Options"] = nosniff
 		w.WriteHeader(http.StatusOK)
 		w.Write(rp.body)
 	})
