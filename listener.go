@@ -354,15 +354,19 @@ func (c *limitConn) Close() error {
 // connection for ever: before it answers, net/http reads what is left of
 // a body the handler did not read, to keep the connection alive, with no
 // read deadline. The request's read deadline is armed before the handler
-// runs (bounding that discard when the handler answers without reading),
-// before each read of the body (with limitConn's half-used rule), and
-// once more when the handler returns with the body unread, for the
-// discard that follows; it is cleared when the body ends, before net/http
-// starts the background read that watches for a closed connection, which
-// no deadline may cut. An HTTP/2 server discards nothing (it resets a
-// stream answered with its body unread), so there the deadline waits for
-// the first read. Requests without a body pass straight through,
-// allocation-free; one with a body costs one allocation.
+// runs over HTTP/1 (bounding that discard when the handler answers
+// without reading), before each read of the body (with limitConn's
+// half-used rule), and once more over HTTP/1 when the handler returns
+// with the body unread, for the discard that follows; it is cleared when
+// the body ends, before net/http starts the background read that watches
+// for a closed connection, which no deadline may cut. The HTTP/2 server
+// discards nothing (once it has answered, it resets a stream whose body
+// has not ended), so there the deadline waits for the first read: a GET's
+// body is not http.NoBody over HTTP/2, and each future deadline is a
+// message to the connection's serve goroutine and a timer, which, armed
+// around the handler, cost every HTTP/2 request 8% of its CPU time.
+// Requests without a body pass straight through, allocation-free; one
+// with a body costs one allocation.
 //
 // The handler gets a shallow copy of the request with the wrapped body;
 // net/http's own request keeps the body net/http gave it, because after
@@ -395,11 +399,7 @@ func (srv *server) bodies(h http.Handler) http.Handler {
 			b.prog, b.request = progressOf(w, r)
 		}
 		br.req.Body = b
-		// Over HTTP/2 a GET's body is not http.NoBody, and each deadline
-		// is a message to the connection's serve goroutine and a timer:
-		// armed around the handler, they cost every HTTP/2 request 8%
-		// of its CPU time, for a discard that never happens there.
-		discards := r.ProtoMajor == 1
+		discards := !servedByHTTP2(r)
 		if discards {
 			b.arm()
 		}
@@ -489,7 +489,7 @@ func (srv *server) streams(h http.Handler) http.Handler {
 	timeout := srv.cfg.WriteTimeout
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dl, ok := w.(writeDeadliner)
-		if r.ProtoMajor != 2 || !ok {
+		if !servedByHTTP2(r) || !ok {
 			h.ServeHTTP(w, r)
 			return
 		}

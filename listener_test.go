@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -316,35 +317,57 @@ func (w *readDeadlineRecorder) SetReadDeadline(time.Time) error {
 	return nil
 }
 
-// TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead: an HTTP/2 server
+// TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead: the HTTP/2 server
 // discards no unread body, so a request whose handler does not read it
 // costs no read deadline (each one is a message to the connection's serve
 // goroutine, and a GET's body is not http.NoBody over HTTP/2); one whose
-// handler reads gets it before the read. An HTTP/1 body left unread gets
-// one before the handler and one after, for the discard net/http does
-// before it reads the next request.
+// handler reads gets it before its first read. An HTTP/1 body left unread
+// gets one before the handler and one after, for the discard net/http
+// does before it reads the next request; so does a "PRI * HTTP/2.0"
+// request with headers, which the HTTP/1 server answers.
 func TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead(t *testing.T) {
 	srv := &server{cfg: runtimeConfig{BodyTimeout: time.Minute}}
+	h2 := &tls.ConnectionState{NegotiatedProtocol: "h2"}
 	for _, tc := range []struct {
-		proto int
-		read  bool
-		want  int
+		name string
+		req  func(*http.Request)
+		read bool
+		want int
 	}{
-		{proto: 2, read: false, want: 0},
-		{proto: 2, read: true, want: 2}, // armed for the read, cleared at its end
-		{proto: 1, read: false, want: 2},
+		{"HTTP/2, unread", func(r *http.Request) { r.ProtoMajor, r.TLS = 2, h2 }, false, 0},
+		{"HTTP/2, read", func(r *http.Request) { r.ProtoMajor, r.TLS = 2, h2 }, true, 2}, // armed for the read, cleared at its end
+		{"HTTP/1.1, unread", func(r *http.Request) {}, false, 2},
+		{"PRI * HTTP/2.0 over HTTP/1, unread", func(r *http.Request) { r.ProtoMajor, r.Method = 2, "PRI" }, false, 2},
+		{"PRI * HTTP/2.0 over TLS HTTP/1, unread", func(r *http.Request) {
+			r.ProtoMajor, r.Method, r.TLS = 2, "PRI", &tls.ConnectionState{NegotiatedProtocol: "http/1.1"}
+		}, false, 2},
 	} {
-		h := srv.bodies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w := &readDeadlineRecorder{}
+		h := srv.bodies(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 			if tc.read {
 				io.Copy(io.Discard, r.Body)
 			}
 		}))
-		r := httptest.NewRequest("POST", "/", strings.NewReader("hello"))
-		r.ProtoMajor = tc.proto
-		w := &readDeadlineRecorder{}
+		r := httptest.NewRequest("POST", "/", &deadlineFirst{r: strings.NewReader("hello"), w: w, t: t})
+		tc.req(r)
 		h.ServeHTTP(w, r)
 		if w.set != tc.want {
-			t.Errorf("HTTP/%d, body read %v: %d read deadlines set; want %d", tc.proto, tc.read, w.set, tc.want)
+			t.Errorf("%s: %d read deadlines set; want %d", tc.name, w.set, tc.want)
 		}
 	}
+}
+
+// deadlineFirst is a request body that fails its test when read before
+// any read deadline was set on its response writer.
+type deadlineFirst struct {
+	r io.Reader
+	w *readDeadlineRecorder
+	t *testing.T
+}
+
+func (b *deadlineFirst) Read(p []byte) (int, error) {
+	if b.w.set == 0 {
+		b.t.Errorf("the body read before any read deadline: a stalled first read is never cut")
+	}
+	return b.r.Read(p)
 }

@@ -73,7 +73,7 @@ func progressOf(w http.ResponseWriter, r *http.Request) (*progressCounts, *atomi
 	if sw, ok := w.(*streamWriter); ok && sw.prog != nil {
 		return sw.prog, &sw.progress
 	}
-	if lc, ok := r.Context().Value(connKey{}).(*limitConn); ok && lc.h1.prog != nil && r.ProtoMajor == 1 {
+	if lc, ok := r.Context().Value(connKey{}).(*limitConn); ok && lc.h1.prog != nil && !servedByHTTP2(r) {
 		return lc.h1.prog, &lc.h1.progress
 	}
 	return nil, nil

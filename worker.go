@@ -163,7 +163,7 @@ func (srv *server) counting(h http.Handler) http.Handler {
 		if lc != nil {
 			c = &lc.h1
 		}
-		if r.ProtoMajor == 1 && c != nil {
+		if !servedByHTTP2(r) && c != nil {
 			dw = c.answer(w)
 			w = dw
 		}
@@ -207,7 +207,7 @@ func (srv *server) answerPanic(w http.ResponseWriter, r *http.Request) {
 	clear(h) // what the handler set was for an answer it never gave
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if r.ProtoMajor == 1 {
+	if !servedByHTTP2(r) {
 		h.Set("Connection", "close") // its body may be half read
 	}
 	w.WriteHeader(http.StatusInternalServerError)
@@ -235,7 +235,7 @@ func (srv *server) track1(w http.ResponseWriter, r *http.Request, c *h1Conn) *in
 	switch sw, ok := w.(*streamWriter); {
 	case ok:
 		q, moved = &sw.req, &sw.progress
-	case r.ProtoMajor == 1 && c != nil:
+	case !servedByHTTP2(r) && c != nil:
 		q, moved = &c.req, &c.progress
 	default:
 		q, moved = new(inflightReq), new(atomic.Int64)
@@ -338,6 +338,15 @@ func (srv *server) helloH2(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		lc.h1.h2.Store(true)
 	}
 	return nil, nil
+}
+
+// servedByHTTP2 reports whether net/http's HTTP/2 server answers r: its
+// connection chose h2 in the TLS handshake (servery serves no cleartext
+// HTTP/2). The request line does not tell: the HTTP/1 server also answers
+// "PRI * HTTP/2.0" sent with headers, as an HTTP/1 request whose
+// ProtoMajor is 2, and then discards its unread body as it does any.
+func servedByHTTP2(r *http.Request) bool {
+	return r.ProtoMajor == 2 && r.TLS != nil && r.TLS.NegotiatedProtocol == "h2"
 }
 
 // asLimitConn returns the limitConn under c, which serve's listener

@@ -944,14 +944,29 @@ mutant body-h2-lazy "an HTTP/2 request whose body is not read costs no read dead
 	"the body deadline armed around every handler, HTTP/2 too" \
 	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead"
 m_body-h2-lazy() {
-	edit listener.go '		discards := r.ProtoMajor == 1' '		discards := true'
+	edit listener.go '		discards := !servedByHTTP2(r)' '		discards := true'
 }
 
-mutant body-h1-discard "an HTTP/1 body left unread is bounded for net/http's discard" \
-	"no body deadline around an HTTP/1 handler" \
+mutant body-h1-discard "an HTTP/1 body left unread is bounded for net/http's discard, a PRI * HTTP/2.0 request's too" \
+	"the body deadline around a handler decided by the request line, not the server answering" \
 	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead"
 m_body-h1-discard() {
-	edit listener.go '		discards := r.ProtoMajor == 1' '		discards := false'
+	edit listener.go '		discards := !servedByHTTP2(r)' '		discards := r.ProtoMajor == 1'
+}
+
+mutant body-read-arm "a body's deadline is armed before each read" \
+	"reads of a body arm no deadline" \
+	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead"
+m_body-read-arm() {
+	edit listener.go 'func (b *bodyReader) Read(p []byte) (int, error) {
+	b.arm()' 'func (b *bodyReader) Read(p []byte) (int, error) {'
+}
+
+mutant http2-served-by "which server answers a request is decided by the connection's protocol, not the request line" \
+	"a PRI * HTTP/2.0 request over HTTP/1 counts as HTTP/2" \
+	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead"
+m_http2-served-by() {
+	edit worker.go '	return r.ProtoMajor == 2 && r.TLS != nil && r.TLS.NegotiatedProtocol == "h2"' '	return r.ProtoMajor == 2'
 }
 
 mutant fifo-open "nothing under -dir that is not a file (a FIFO, a device, a socket) can block an open" \
