@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"io"
 	"math"
 	"net"
@@ -469,15 +470,16 @@ func (b *bodyReader) arm() {
 // deadline is what bounds that: net/http's HTTP/2 server resets the stream
 // when it passes, which unblocks the handler.
 //
-// The deadline is armed before each chunk of at most writeChunk bytes,
-// with limitConn's half-used rule, and it also covers the flush net/http
-// does when the handler returns. Each arming is a message to the
-// connection's serve goroutine, so the rule matters: one per response for
-// most files. A stream deadline fires whether or not a write is waiting,
-// so Flush clears it: a handler that pauses between writes (a server-sent
-// event stream) flushes before it pauses, as it must anyway for the client
-// to see the data, and is never cut for the pause. HTTP/1 requests pass
-// straight through, allocation-free.
+// net/http arms that deadline itself as it opens the stream (http2Base),
+// a write timeout ahead, and it covers the flush net/http does when the
+// handler returns. Over the handler the writer moves it: before each chunk
+// of at most writeChunk bytes, with limitConn's half-used rule, so a slow
+// but steady reader is never cut; and, on a timer (hold), whenever the
+// handler is not waiting on the client, so a handler that computes, or
+// pauses between writes (a server-sent event stream), is not cut for it.
+// Each move is a message to the connection's serve goroutine, so the
+// rules matter: a response that takes less than half the write timeout
+// sends none. HTTP/1 requests pass straight through, allocation-free.
 //
 // In a worker the parent probes, the writer also counts each write and
 // flush that returns as the request's progress, and the time one blocks
@@ -497,21 +499,77 @@ func (srv *server) streams(h http.Handler) http.Handler {
 		if srv.track {
 			sw.prog = &srv.prog
 		}
+		sw.begin()
+		// Deferred: a timer that moved the deadline after a panic ended
+		// the handler would reach a stream net/http has let go of.
+		defer sw.end()
 		h.ServeHTTP(sw, r)
 	})
 }
+
+// http2Base has net/http's HTTP/2 server arm each stream's write deadline
+// itself, -write-timeout ahead, as it opens the stream in the connection's
+// serve goroutine. Armed from the handler, the same deadline is a message
+// to that goroutine and a wake-up of it: about 8% of the CPU time of a
+// 1 KiB HTTP/2 request (h2load, one core), for a deadline almost no
+// response comes near. net/http takes a stream's write timeout from the
+// http.Server its h2 TLSNextProto hook is handed, and the server itself
+// cannot carry one: net/http would then also set an HTTP/1 connection's
+// write deadline per request, over limitConn's, and the TLS handshake's.
+// So the hook, which net/http installs when Serve first runs, is
+// installed here by a Serve on a listener that refuses at once, and
+// wrapped to hand HTTP/2 connections a copy of the server's HTTP/2
+// settings that has the write timeout. The copy is also what a request's
+// http.ServerContextKey holds over HTTP/2. Without net/http's HTTP/2
+// server (GODEBUG=http2server=0) there is no hook and nothing to do.
+func (srv *server) http2Base() {
+	if srv.cfg.WriteTimeout <= 0 {
+		return
+	}
+	hs := srv.http
+	hs.Serve(refusingListener{}) // net/http installs its HTTP/2 hook first
+	serveH2 := hs.TLSNextProto["h2"]
+	if serveH2 == nil {
+		return
+	}
+	base := &http.Server{
+		WriteTimeout:   srv.cfg.WriteTimeout,
+		MaxHeaderBytes: hs.MaxHeaderBytes,
+		ConnState:      hs.ConnState,
+		ErrorLog:       hs.ErrorLog,
+		HTTP2:          hs.HTTP2,
+	}
+	hs.TLSNextProto["h2"] = func(_ *http.Server, c *tls.Conn, h http.Handler) {
+		serveH2(base, c, h)
+	}
+}
+
+// refusingListener fails every Accept, so Serve returns at once.
+type refusingListener struct{}
+
+func (refusingListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (refusingListener) Close() error              { return nil }
+func (refusingListener) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // writeDeadliner is what net/http's HTTP/2 response writer offers for
 // http.ResponseController.SetWriteDeadline.
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
-// streamWriter arms its stream's write deadline for each chunk of at most
-// writeChunk bytes.
+// streamWriter moves its stream's write deadline: before each chunk of at
+// most writeChunk bytes, and on its timer while the handler is not
+// waiting on the client. The handler's goroutine and the timer's share
+// the deadline under mu; the timer never touches the stream once the
+// handler has returned (done), since net/http then reuses its writer.
 type streamWriter struct {
 	http.ResponseWriter
-	dl       writeDeadliner
-	timeout  time.Duration // 0: none
-	deadline time.Time     // armed last; zero: none
+	dl      writeDeadliner
+	timeout time.Duration // 0: none
+
+	mu       sync.Mutex
+	deadline time.Time   // in force, as far as the writer knows
+	hold     *time.Timer // moves the deadline while nothing waits
+	waiting  bool        // a write or flush is under way
+	done     bool        // the handler has returned
 	// Its progress (progress.go): the server's counts, nil where the
 	// parent does not probe; its own, which names it stuck or not; and
 	// its place in the set of requests in flight.
@@ -523,6 +581,46 @@ type streamWriter struct {
 	// the status it sent, for the request metrics.
 	committed bool
 	status    int
+}
+
+// begin takes the deadline net/http armed as the stream opened (a hair
+// before now) and starts the timer that moves it.
+func (s *streamWriter) begin() {
+	if s.timeout <= 0 {
+		return
+	}
+	s.deadline = time.Now().Add(s.timeout)
+	s.mu.Lock() // holdOff may run before AfterFunc returns
+	s.hold = time.AfterFunc(s.timeout/2, s.holdOff)
+	s.mu.Unlock()
+}
+
+// holdOff moves the deadline a write timeout ahead unless a write or flush
+// is waiting on the client: that one the deadline must be free to cut.
+// It runs every half write timeout until the handler returns.
+func (s *streamWriter) holdOff() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	if !s.waiting {
+		s.deadline = time.Now().Add(s.timeout)
+		s.dl.SetWriteDeadline(s.deadline)
+	}
+	s.hold.Reset(s.timeout / 2)
+}
+
+// end stops the timer for good; holdOff may be running, so done is set
+// under the lock it takes.
+func (s *streamWriter) end() {
+	if s.hold == nil {
+		return
+	}
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	s.hold.Stop()
 }
 
 func (s *streamWriter) WriteHeader(code int) {
@@ -552,6 +650,7 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 		s.prog.waits(1)
 		n, err := s.ResponseWriter.Write(chunk)
 		s.prog.waits(-1)
+		s.settle()
 		if n > 0 {
 			s.progressed()
 		}
@@ -564,8 +663,7 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 }
 
 // Flush keeps http.Flusher, which the HTTP/2 writer has, visible; it is
-// bounded like a write, since it waits on flow control too, and clears the
-// deadline after.
+// bounded like a write, since it waits on flow control too.
 func (s *streamWriter) Flush() {
 	if !s.committed {
 		s.commit(http.StatusOK)
@@ -578,24 +676,36 @@ func (s *streamWriter) Flush() {
 	s.prog.waits(1)
 	f.Flush()
 	s.prog.waits(-1)
+	s.settle()
 	s.progressed()
-	if s.timeout > 0 {
-		s.deadline = time.Time{}
-		s.dl.SetWriteDeadline(s.deadline)
-	}
 }
 
-// arm moves the deadline timeout ahead once less than half of it is left.
+// arm moves the deadline timeout ahead once less than half of it is left,
+// and marks a write or flush under way, which holdOff leaves to the
+// deadline.
 func (s *streamWriter) arm() error {
 	if s.timeout <= 0 {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting = true
 	now := time.Now()
-	if !s.deadline.IsZero() && s.deadline.Sub(now) > s.timeout/2 {
+	if s.deadline.Sub(now) > s.timeout/2 {
 		return nil
 	}
 	s.deadline = now.Add(s.timeout)
 	return s.dl.SetWriteDeadline(s.deadline)
+}
+
+// settle marks the write or flush arm began as over.
+func (s *streamWriter) settle() {
+	if s.timeout <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.waiting = false
+	s.mu.Unlock()
 }
 
 // Unwrap lets http.ResponseController reach the stream underneath.

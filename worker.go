@@ -115,6 +115,7 @@ func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger, access io.Wr
 		tc.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return srv.cert.Load(), nil }
 		tc.GetConfigForClient = srv.helloH2
 		srv.http.TLSConfig, srv.tls = tc, tc
+		srv.http2Base()
 		if len(cfg.TicketKeys) > 0 {
 			if err := setTicketKeys(srv.tls, cfg.TicketKeys); err != nil {
 				return nil, err

@@ -170,11 +170,64 @@ func readSlowly(c net.Conn, n int, pause time.Duration) ([]byte, error) {
 
 func TestHTTP2StreamWithoutWindowUpdateIsCut(t *testing.T) {
 	dir, _, _ := writeTimeoutSite(t)
+	addr := startRuntime(t, dir, runtimeConfig{MaxConns: 1, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond, TLS: testIdentity(t)})
+	// The client reads every byte the server sends, but never opens the
+	// 64 KiB flow-control window again, so the stream stalls with no
+	// socket write pending, in one of the handler's writes.
+	streamUntilReset(t, addr, "/big.bin", nil)
+	// With the stream gone the connection is idle, so the idle timeout
+	// ends it and frees the only slot.
+	code, body, err := getTLS(addr, "/")
+	if err != nil || code != 200 || body != "hello" {
+		t.Fatalf("GET / behind a stalled HTTP/2 client = %d %q %v; want 200 once its connection is freed", code, body, err)
+	}
+}
+
+func TestHTTP2ResponseStalledAtItsLastFlushIsCut(t *testing.T) {
+	dir, _, _ := writeTimeoutSite(t)
+	addr := startRuntime(t, dir, runtimeConfig{MaxConns: 1, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond, TLS: testIdentity(t)})
+	// A stream window of 0 (SETTINGS_INITIAL_WINDOW_SIZE): the handler's
+	// 1 KiB fits net/http's buffer, so the handler returns, and the stream
+	// stalls in the flush net/http does after it, outside servery's writer.
+	if data := streamUntilReset(t, addr, "/1k.bin", []byte{0, 4, 0, 0, 0, 0}); data != 0 {
+		t.Fatalf("%d bytes of DATA through a window of 0", data)
+	}
+}
+
+func TestHTTP2HandlerSlowerThanTheWriteTimeoutIsNotCut(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	// It computes before its first write and between its writes, without
+	// a flush, each time for longer than the write timeout: no write waits
+	// on the client meanwhile, so no deadline may cut it.
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(2 * timeout)
+		io.WriteString(w, "computed ")
+		time.Sleep(2 * timeout)
+		io.WriteString(w, "slowly")
+	})
+	body, proto, err := getHTTP2(t, slow, runtimeConfig{WriteTimeout: timeout})
+	if proto != 2 || err != nil || body != "computed slowly" {
+		t.Errorf("HTTP/%d handler computing %v before and between its writes: %q, %v; want its whole answer", proto, 2*timeout, body, err)
+	}
+}
+
+// testIdentity is a self-signed identity for 127.0.0.1.
+func testIdentity(t *testing.T) *tlsIdentity {
+	t.Helper()
 	id, err := selfSignedIdentity("127.0.0.1", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := startRuntime(t, dir, runtimeConfig{MaxConns: 1, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond, TLS: id})
+	return id
+}
+
+// streamUntilReset speaks HTTP/2 to addr as a client that sends settings
+// (a SETTINGS payload; nil: none) and asks for path, then reads every
+// frame the server sends but never sends WINDOW_UPDATE. It returns the
+// DATA bytes that came before the server reset the stream, and fails t if
+// the connection ends, or 10 s pass, first.
+func streamUntilReset(t *testing.T, addr, path string, settings []byte) int {
+	t.Helper()
 	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatal(err)
@@ -183,12 +236,9 @@ func TestHTTP2StreamWithoutWindowUpdateIsCut(t *testing.T) {
 	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("ALPN = %q; want h2", p)
 	}
-	// The client reads every byte the server sends, but never opens the
-	// 64 KiB flow-control window again, so the stream stalls with no
-	// socket write pending.
 	c.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
-	writeFrame(c, 0x4, 0, 0, nil) // SETTINGS, none
-	writeFrame(c, 0x1, 0x5, 1, getHeaderBlock("/big.bin", "127.0.0.1"))
+	writeFrame(c, 0x4, 0, 0, settings)
+	writeFrame(c, 0x1, 0x5, 1, getHeaderBlock(path, "127.0.0.1"))
 	r := bufio.NewReader(c)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var data int
@@ -203,17 +253,10 @@ func TestHTTP2StreamWithoutWindowUpdateIsCut(t *testing.T) {
 		case typ == 0x0:
 			data += len(payload)
 		case typ == 0x3 && stream == 1: // RST_STREAM
-			goto reset
+			return data
 		case typ == 0x7: // GOAWAY
 			t.Fatalf("GOAWAY after %d bytes of DATA before the stream was reset", data)
 		}
-	}
-reset:
-	// With the stream gone the connection is idle, so the idle timeout
-	// ends it and frees the only slot.
-	code, body, err := getTLS(addr, "/")
-	if err != nil || code != 200 || body != "hello" {
-		t.Fatalf("GET / behind a stalled HTTP/2 client = %d %q %v; want 200 once its connection is freed", code, body, err)
 	}
 }
 
@@ -249,10 +292,6 @@ func getHeaderBlock(path, authority string) []byte {
 }
 
 func TestHTTP2StreamThatPausesAfterAFlushIsNotCut(t *testing.T) {
-	id, err := selfSignedIdentity("127.0.0.1", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const timeout = 200 * time.Millisecond
 	events := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for i := range 3 {
@@ -261,7 +300,18 @@ func TestHTTP2StreamThatPausesAfterAFlushIsNotCut(t *testing.T) {
 			time.Sleep(2 * timeout) // longer than the write timeout, between writes
 		}
 	})
-	srv, err := newServer(runtimeConfig{WriteTimeout: timeout, IdleTimeout: 5 * time.Second, DrainTimeout: time.Second, TLS: id}, events, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	body, proto, err := getHTTP2(t, events, runtimeConfig{WriteTimeout: timeout})
+	if proto != 2 || err != nil || body != "event 0\nevent 1\nevent 2\n" {
+		t.Errorf("HTTP/%d stream pausing %v after each flush: %q, %v; want all three events", proto, 2*timeout, body, err)
+	}
+}
+
+// getHTTP2 serves h with cfg over TLS and gets / from it with net/http's
+// HTTP/2 client: the body, the protocol's major version and the error.
+func getHTTP2(t *testing.T, h http.Handler, cfg runtimeConfig) (string, int, error) {
+	t.Helper()
+	cfg.IdleTimeout, cfg.DrainTimeout, cfg.TLS = 5*time.Second, time.Second, testIdentity(t)
+	srv, err := newServer(cfg, h, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,13 +324,12 @@ func TestHTTP2StreamThatPausesAfterAFlushIsNotCut(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true,
 	}}
+	t.Cleanup(client.CloseIdleConnections)
 	resp, err := client.Get("https://" + ln.Addr().String() + "/")
 	if err != nil {
-		t.Fatal(err)
+		return "", 0, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if resp.ProtoMajor != 2 || err != nil || string(body) != "event 0\nevent 1\nevent 2\n" {
-		t.Errorf("HTTP/%d stream pausing %v after each flush: %q, %v; want all three events", resp.ProtoMajor, 2*timeout, body, err)
-	}
+	return string(body), resp.ProtoMajor, err
 }

@@ -350,11 +350,34 @@ m_cache-version() {
 	edit cache.go '|| !current(e)' ''
 }
 
-mutant h2-stream "an HTTP/2 stream that never reopens its window is cut" \
-	"streamDeadlines wrapper not installed" \
-	"TestHTTP2StreamWithoutWindowUpdateIsCut"
+mutant h2-stream "an HTTP/2 handler that computes or pauses is not cut by the write timeout" \
+	"the streams wrapper not installed: the deadline net/http arms as a stream opens is never moved" \
+	"TestHTTP2HandlerSlowerThanTheWriteTimeoutIsNotCut TestHTTP2StreamThatPausesAfterAFlushIsNotCut"
 m_h2-stream() {
 	edit worker.go 'srv.streams(srv.bodies(srv.counting(h)))' 'srv.bodies(srv.counting(h))'
+}
+
+mutant h2-base "an HTTP/2 stream that never reopens its window is cut, in a handler's write or in net/http's flush after it" \
+	"HTTP/2 connections are not handed the server copy with the write timeout (http2Base)" \
+	"TestHTTP2StreamWithoutWindowUpdateIsCut TestHTTP2ResponseStalledAtItsLastFlushIsCut"
+m_h2-base() {
+	edit listener.go '	serveH2 := hs.TLSNextProto["h2"]
+	if serveH2 == nil {' '	serveH2 := hs.TLSNextProto["h2"]
+	if serveH2 != nil {'
+}
+
+mutant h2-hold-waiting "a write waiting on an HTTP/2 client's window is left to the deadline" \
+	"the timer moves the deadline while a write waits" \
+	"TestHTTP2StreamWithoutWindowUpdateIsCut"
+m_h2-hold-waiting() {
+	edit listener.go '	if !s.waiting {' '	if true {'
+}
+
+mutant h2-hold "an HTTP/2 handler that computes between writes is not cut" \
+	"the timer never moves the deadline" \
+	"TestHTTP2HandlerSlowerThanTheWriteTimeoutIsNotCut"
+m_h2-hold() {
+	edit listener.go '	if !s.waiting {' '	if false {'
 }
 
 mutant ready-stopping "READY=1 never follows STOPPING=1" \
