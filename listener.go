@@ -474,12 +474,13 @@ func (b *bodyReader) arm() {
 // a write timeout ahead, and it covers the flush net/http does when the
 // handler returns. Over the handler the writer moves it: before each chunk
 // of at most writeChunk bytes, with limitConn's half-used rule, so a slow
-// but steady reader is never cut; and, on a timer (hold), whenever the
-// handler is not waiting on the client, so a handler that computes, or
-// pauses between writes (a server-sent event stream), is not cut for it.
-// Each move is a message to the connection's serve goroutine, so the
-// rules matter: a response that takes less than half the write timeout
-// sends none. HTTP/1 requests pass straight through, allocation-free.
+// but steady reader is never cut; and, when the server's holds visit it,
+// whenever the handler is not waiting on the client, so a handler that
+// computes, or pauses between writes (a server-sent event stream), is not
+// cut for it. Each move is a message to the connection's serve goroutine,
+// so the rules matter: a response that takes less than half the write
+// timeout sends none. HTTP/1 requests pass straight through,
+// allocation-free.
 //
 // In a worker the parent probes, the writer also counts each write and
 // flush that returns as the request's progress, and the time one blocks
@@ -499,10 +500,13 @@ func (srv *server) streams(h http.Handler) http.Handler {
 		if srv.track {
 			sw.prog = &srv.prog
 		}
-		sw.begin()
-		// Deferred: a timer that moved the deadline after a panic ended
-		// the handler would reach a stream net/http has let go of.
-		defer sw.end()
+		if timeout > 0 {
+			sw.deadline = time.Now().Add(timeout) // net/http's, armed a hair before
+			srv.holds.add(sw)
+			// Deferred: a visit that moved the deadline after a panic
+			// ended the handler would reach a stream net/http let go of.
+			defer srv.holds.remove(sw)
+		}
 		h.ServeHTTP(sw, r)
 	})
 }
@@ -556,20 +560,19 @@ func (refusingListener) Addr() net.Addr            { return &net.TCPAddr{IP: net
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // streamWriter moves its stream's write deadline: before each chunk of at
-// most writeChunk bytes, and on its timer while the handler is not
-// waiting on the client. The handler's goroutine and the timer's share
-// the deadline under mu; the timer never touches the stream once the
-// handler has returned (done), since net/http then reuses its writer.
+// most writeChunk bytes, and when the server's holds visit it while the
+// handler is not waiting on the client. The handler's goroutine and the
+// visit share the deadline under mu.
 type streamWriter struct {
 	http.ResponseWriter
 	dl      writeDeadliner
 	timeout time.Duration // 0: none
 
 	mu       sync.Mutex
-	deadline time.Time   // in force, as far as the writer knows
-	hold     *time.Timer // moves the deadline while nothing waits
-	waiting  bool        // a write or flush is under way
-	done     bool        // the handler has returned
+	deadline time.Time // in force, as far as the writer knows
+	waiting  bool      // a write or flush is under way
+	// Its place in the server's holds, while its handler runs.
+	prev, next *streamWriter
 	// Its progress (progress.go): the server's counts, nil where the
 	// parent does not probe; its own, which names it stuck or not; and
 	// its place in the set of requests in flight.
@@ -583,44 +586,84 @@ type streamWriter struct {
 	status    int
 }
 
-// begin takes the deadline net/http armed as the stream opened (a hair
-// before now) and starts the timer that moves it.
-func (s *streamWriter) begin() {
-	if s.timeout <= 0 {
-		return
-	}
-	s.deadline = time.Now().Add(s.timeout)
-	s.mu.Lock() // holdOff may run before AfterFunc returns
-	s.hold = time.AfterFunc(s.timeout/2, s.holdOff)
-	s.mu.Unlock()
-}
-
-// holdOff moves the deadline a write timeout ahead unless a write or flush
-// is waiting on the client: that one the deadline must be free to cut.
-// It runs every half write timeout until the handler returns.
-func (s *streamWriter) holdOff() {
+// holdOff moves the deadline a write timeout ahead once less than half of
+// it is left, unless a write or flush is waiting on the client: that one
+// the deadline must be free to cut.
+func (s *streamWriter) holdOff(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done {
+	if s.waiting || s.deadline.Sub(now) > s.timeout/2 {
 		return
 	}
-	if !s.waiting {
-		s.deadline = time.Now().Add(s.timeout)
-		s.dl.SetWriteDeadline(s.deadline)
-	}
-	s.hold.Reset(s.timeout / 2)
+	s.deadline = now.Add(s.timeout)
+	s.dl.SetWriteDeadline(s.deadline)
 }
 
-// end stops the timer for good; holdOff may be running, so done is set
-// under the lock it takes.
-func (s *streamWriter) end() {
-	if s.hold == nil {
+// streamHolds is the set of HTTP/2 handlers running under a write timeout.
+// One timer visits them every quarter of it (holdOff), so a deadline with
+// half of it left is moved before it can pass; the timer runs only while
+// the set is not empty. A timer per handler would do the same, at the
+// cost of starting and stopping it for every response, which a CPU
+// profile showed to be as dear as the message it saves. A handler leaves
+// the set before it returns, under the lock a visit holds, so no visit
+// reaches a stream net/http has let go of.
+type streamHolds struct {
+	mu     sync.Mutex
+	head   *streamWriter
+	period time.Duration
+	timer  *time.Timer
+	armed  bool // the timer will visit
+}
+
+// add puts s in the set, and arms the timer if it is not.
+func (h *streamHolds) add(s *streamWriter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s.next = h.head
+	if h.head != nil {
+		h.head.prev = s
+	}
+	h.head = s
+	if h.armed {
 		return
 	}
-	s.mu.Lock()
-	s.done = true
-	s.mu.Unlock()
-	s.hold.Stop()
+	h.armed = true
+	if h.timer == nil {
+		h.timer = time.AfterFunc(h.period, h.visit)
+	} else {
+		h.timer.Reset(h.period)
+	}
+}
+
+// remove takes s out of the set.
+func (h *streamHolds) remove(s *streamWriter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		h.head = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
+}
+
+// visit moves the deadline of each handler in the set that needs it, and
+// comes again if the set is not empty.
+func (h *streamHolds) visit() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	for s := h.head; s != nil; s = s.next {
+		s.holdOff(now)
+	}
+	if h.head == nil {
+		h.armed = false
+		return
+	}
+	h.timer.Reset(h.period)
 }
 
 func (s *streamWriter) WriteHeader(code int) {

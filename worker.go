@@ -75,6 +75,7 @@ type server struct {
 	stalled  atomic.Int64 // how long, as a time.Duration, no progress with requests in flight
 	track    bool
 	requests inflight
+	holds    streamHolds                  // HTTP/2 handlers under a write timeout (listener.go)
 	h1       h1Conns                      // HTTP/1 connections not yet closed (trackConns)
 	ln       atomic.Pointer[net.Listener] // what serve accepts on, for drain to close
 	draining atomic.Bool                  // drain closed ln: serve's end is not an error
@@ -93,6 +94,7 @@ type server struct {
 // serving shows up here, before it reports prepared.
 func newServer(cfg runtimeConfig, h http.Handler, log *slog.Logger, access io.Writer) (*server, error) {
 	srv := &server{cfg: cfg, log: log, serving: make(chan struct{}), limitReached: make(chan struct{})}
+	srv.holds.period = cfg.WriteTimeout / 4
 	srv.http = &http.Server{
 		Handler:           srv.streams(srv.bodies(srv.counting(h))),
 		ReadHeaderTimeout: cfg.HeaderTimeout,

@@ -367,17 +367,17 @@ m_h2-base() {
 }
 
 mutant h2-hold-waiting "a write waiting on an HTTP/2 client's window is left to the deadline" \
-	"the timer moves the deadline while a write waits" \
+	"a visit of the server's holds moves the deadline while a write waits" \
 	"TestHTTP2StreamWithoutWindowUpdateIsCut"
 m_h2-hold-waiting() {
-	edit listener.go '	if !s.waiting {' '	if true {'
+	edit listener.go '	if s.waiting || s.deadline.Sub(now) > s.timeout/2 {' '	if s.deadline.Sub(now) > s.timeout/2 {'
 }
 
 mutant h2-hold "an HTTP/2 handler that computes between writes is not cut" \
-	"the timer never moves the deadline" \
+	"a visit of the server's holds moves only what the writer knows, not the stream's deadline" \
 	"TestHTTP2HandlerSlowerThanTheWriteTimeoutIsNotCut"
 m_h2-hold() {
-	edit listener.go '	if !s.waiting {' '	if false {'
+	edit listener.go $'	s.deadline = now.Add(s.timeout)\n\ts.dl.SetWriteDeadline(s.deadline)\n}' $'	s.deadline = now.Add(s.timeout)\n}'
 }
 
 mutant ready-stopping "READY=1 never follows STOPPING=1" \
