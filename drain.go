@@ -86,6 +86,12 @@ func (srv *server) drain(hurry context.Context) error {
 		}
 	}
 	srv.awaitClosed(ctx)
+	if srv.h2base != nil {
+		// Before Shutdown: an HTTP/2 connection whose handshake ends
+		// after Shutdown began gets its GOAWAY when a stream ends, if
+		// the server it is served with (http2Base) says so.
+		srv.h2base.SetKeepAlivesEnabled(false)
+	}
 	err := srv.http.Shutdown(ctx)
 	if err == nil {
 		err = srv.awaitHandlers(ctx)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -552,3 +553,76 @@ func TestHTTP1WriterAllocatesNothingAndKeepsTheWritersInterfaces(t *testing.T) {
 type discardStrings struct{ discardWriter }
 
 func (w *discardStrings) WriteString(s string) (int, error) { return len(s), nil }
+
+func TestHTTP2ConnectionWhoseHandshakeEndsAfterShutdownBeganIsToldToGo(t *testing.T) {
+	cfg := runtimeConfig{WriteTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, HeaderTimeout: 10 * time.Second, DrainTimeout: 5 * time.Second, TLS: testIdentity(t)}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv, err := newServer(cfg, h, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdown := make(chan struct{})
+	srv.http.RegisterOnShutdown(func() { close(shutdown) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.serve(ln)
+	t.Cleanup(func() { srv.http.Close() })
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// The client's Finished waits until Shutdown has begun: the server has
+	// the connection, out of its HTTP/1 set (helloH2), but net/http's
+	// HTTP/2 server does not yet, so Shutdown's own GOAWAY misses it.
+	gc := &heldFinished{Conn: raw, held: make(chan struct{}), release: shutdown}
+	tc := tls.Client(gc, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	handshake := make(chan error, 1)
+	go func() { handshake <- tc.Handshake() }()
+	<-gc.held
+	drained := make(chan error, 1)
+	go func() { drained <- srv.drain(context.Background()) }()
+	if err := <-handshake; err != nil {
+		t.Fatal(err)
+	}
+	tc.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	writeFrame(tc, 0x4, 0, 0, nil)
+	writeFrame(tc, 0x1, 0x5, 1, getHeaderBlock("/", "127.0.0.1"))
+	r := bufio.NewReader(tc)
+	tc.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for {
+		typ, flags, _, _, err := readFrame(r)
+		if err != nil {
+			t.Fatalf("no GOAWAY before %v (drain: %v); want one once its stream ends", err, <-drained)
+		}
+		if typ == 0x4 && flags&0x1 == 0 {
+			writeFrame(tc, 0x4, 0x1, 0, nil)
+		}
+		if typ == 0x7 {
+			break
+		}
+	}
+	if err := <-drained; err != nil {
+		t.Errorf("drain = %v; want it to end once the told connection leaves", err)
+	}
+}
+
+// heldFinished passes a TLS client's first write (its ClientHello) and
+// holds the next (its Finished, sent once the server's answer is in)
+// until release closes; held closes when it begins to hold.
+type heldFinished struct {
+	net.Conn
+	writes  int
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (c *heldFinished) Write(b []byte) (int, error) {
+	if c.writes++; c.writes == 2 {
+		close(c.held)
+		<-c.release
+	}
+	return c.Conn.Write(b)
+}

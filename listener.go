@@ -367,12 +367,14 @@ func (c *limitConn) Close() error {
 // message to the connection's serve goroutine and a timer, which, armed
 // around the handler, cost every HTTP/2 request 8% of its CPU time.
 // Requests without a body pass straight through, allocation-free; one
-// with a body costs one allocation.
+// with a body costs one allocation over HTTP/1 and none over HTTP/2 (its
+// reader lives in the stream's writer).
 //
-// The handler gets a shallow copy of the request with the wrapped body;
-// net/http's own request keeps the body net/http gave it, because after
-// the handler it looks at that body's type to decide what to do with
-// what is left unread. Replaced there, the body hid net/http's
+// Over HTTP/1 the handler gets a shallow copy of the request with the
+// wrapped body (bodyOf); net/http's own request keeps the body net/http
+// gave it, because after the handler it looks at that body's type to
+// decide what to do with what is left unread. Replaced there, the body
+// hid net/http's
 // expectContinueReader: a request with Expect: 100-continue whose handler
 // answered without reading got no answer until the client, waiting for
 // 100 Continue, gave up waiting and sent its body, or -body-timeout
@@ -393,23 +395,36 @@ func (srv *server) bodies(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		br := &bodyRequest{req: *r}
-		b := &br.body
+		b, req := srv.bodyOf(w, r)
 		*b = bodyReader{ReadCloser: r.Body, rc: *http.NewResponseController(w), timeout: timeout}
 		if srv.track {
 			b.prog, b.request = progressOf(w, r)
 		}
-		br.req.Body = b
+		req.Body = b
 		discards := !servedByHTTP2(r)
 		if discards {
 			b.arm()
 		}
-		h.ServeHTTP(w, &br.req)
+		h.ServeHTTP(w, req)
 		if discards && !b.ended {
 			b.deadline = time.Time{}
 			b.arm()
 		}
 	})
+}
+
+// bodyOf returns where r's body reader goes and the request the handler
+// gets with it. Over HTTP/1 that is a copy of r (see bodies), allocated
+// with the reader. Over HTTP/2 it is r itself, as http.MaxBytesReader's
+// callers do: the HTTP/2 server looks at a request's body only before the
+// handler, and the reader goes in the stream's writer, so an HTTP/2
+// request costs one allocation, not two.
+func (srv *server) bodyOf(w http.ResponseWriter, r *http.Request) (*bodyReader, *http.Request) {
+	if sw, ok := w.(*streamWriter); ok {
+		return &sw.body, r
+	}
+	br := &bodyRequest{req: *r}
+	return &br.body, &br.req
 }
 
 // bodyRequest is the handler's copy of a request with a body, and the
@@ -524,7 +539,11 @@ func (srv *server) streams(h http.Handler) http.Handler {
 // installed here by a Serve on a listener that refuses at once, and
 // wrapped to hand HTTP/2 connections a copy of the server's HTTP/2
 // settings that has the write timeout. The copy is also what a request's
-// http.ServerContextKey holds over HTTP/2. Without net/http's HTTP/2
+// http.ServerContextKey holds over HTTP/2, and what net/http asks whether
+// the server is shutting down when an HTTP/2 stream ends: drain tells it
+// (a connection whose handshake ends after Shutdown began is told to go
+// only there, Shutdown's own GOAWAY having gone to those it knew).
+// Without net/http's HTTP/2
 // server (GODEBUG=http2server=0) there is no hook and nothing to do.
 func (srv *server) http2Base() {
 	if srv.cfg.WriteTimeout <= 0 {
@@ -546,6 +565,7 @@ func (srv *server) http2Base() {
 	hs.TLSNextProto["h2"] = func(_ *http.Server, c *tls.Conn, h http.Handler) {
 		serveH2(base, c, h)
 	}
+	srv.h2base = base
 }
 
 // refusingListener fails every Accept, so Serve returns at once.
@@ -573,6 +593,7 @@ type streamWriter struct {
 	waiting  bool      // a write or flush is under way
 	// Its place in the server's holds, while its handler runs.
 	prev, next *streamWriter
+	body       bodyReader // its request's, when it has one (server.bodies)
 	// Its progress (progress.go): the server's counts, nil where the
 	// parent does not probe; its own, which names it stuck or not; and
 	// its place in the set of requests in flight.

@@ -76,6 +76,7 @@ type server struct {
 	track    bool
 	requests inflight
 	holds    streamHolds                  // HTTP/2 handlers under a write timeout (listener.go)
+	h2base   *http.Server                 // what HTTP/2 connections are served with (http2Base); nil: srv.http
 	h1       h1Conns                      // HTTP/1 connections not yet closed (trackConns)
 	ln       atomic.Pointer[net.Listener] // what serve accepts on, for drain to close
 	draining atomic.Bool                  // drain closed ln: serve's end is not an error

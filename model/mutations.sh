@@ -366,6 +366,13 @@ m_h2-base() {
 	if serveH2 != nil {'
 }
 
+mutant h2-base-shutdown "an HTTP/2 connection whose handshake ends after Shutdown began is told to go (GOAWAY) and the drain ends cleanly" \
+	"the server copy HTTP/2 connections are served with is never told the server is shutting down" \
+	"TestHTTP2ConnectionWhoseHandshakeEndsAfterShutdownBeganIsToldToGo"
+m_h2-base-shutdown() {
+	edit drain.go '		srv.h2base.SetKeepAlivesEnabled(false)' '		_ = srv.h2base'
+}
+
 mutant h2-hold-waiting "a write waiting on an HTTP/2 client's window is left to the deadline" \
 	"a visit of the server's holds moves the deadline while a write waits" \
 	"TestHTTP2StreamWithoutWindowUpdateIsCut"
@@ -1004,8 +1011,7 @@ mutant expect-continue "a request with Expect: 100-continue is answered at once,
 	"the body deadline replaces the body on net/http's own request" \
 	"TestExpectContinueIsAnsweredAtOnce"
 m_expect-continue() {
-	edit listener.go '		h.ServeHTTP(w, &br.req)' '		r.Body = b
-		h.ServeHTTP(w, r)'
+	edit listener.go $'\tbr := &bodyRequest{req: *r}\n\treturn &br.body, &br.req' $'\tbr := &bodyRequest{req: *r}\n\treturn &br.body, r'
 }
 
 mutant evict-idle "at -max-conns a new client is served at once: an idle keep-alive connection makes room" \
