@@ -406,6 +406,9 @@ func (srv *server) bodies(h http.Handler) http.Handler {
 			b.arm()
 		}
 		h.ServeHTTP(w, req)
+		// net/http removes the temporary files of a multipart form the
+		// handler parsed from its own request only.
+		r.MultipartForm = req.MultipartForm
 		if discards && !b.ended {
 			b.deadline = time.Time{}
 			b.arm()
@@ -493,8 +496,8 @@ func (b *bodyReader) arm() {
 // whenever the handler is not waiting on the client, so a handler that
 // computes, or pauses between writes (a server-sent event stream), is not
 // cut for it. Each move is a message to the connection's serve goroutine,
-// so the rules matter: a response that takes less than half the write
-// timeout sends none. HTTP/1 requests pass straight through,
+// so the rules matter: a response that takes less than a quarter of the
+// write timeout sends none. HTTP/1 requests pass straight through,
 // allocation-free.
 //
 // In a worker the parent probes, the writer also counts each write and
@@ -540,11 +543,11 @@ func (srv *server) streams(h http.Handler) http.Handler {
 // wrapped to hand HTTP/2 connections a copy of the server's HTTP/2
 // settings that has the write timeout. The copy is also what a request's
 // http.ServerContextKey holds over HTTP/2, and what net/http asks whether
-// the server is shutting down when an HTTP/2 stream ends: drain tells it
-// (a connection whose handshake ends after Shutdown began is told to go
-// only there, Shutdown's own GOAWAY having gone to those it knew).
-// Without net/http's HTTP/2
-// server (GODEBUG=http2server=0) there is no hook and nothing to do.
+// the server is shutting down when an HTTP/2 stream ends, so drain tells
+// it too: that is how a connection whose handshake ends after Shutdown
+// began is told to go, Shutdown's own GOAWAY having gone to those it
+// knew. Without net/http's HTTP/2 server (GODEBUG=http2server=0) there is
+// no hook and nothing to do.
 func (srv *server) http2Base() {
 	if srv.cfg.WriteTimeout <= 0 {
 		return
@@ -581,8 +584,8 @@ type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // streamWriter moves its stream's write deadline: before each chunk of at
 // most writeChunk bytes, and when the server's holds visit it while the
-// handler is not waiting on the client. The handler's goroutine and the
-// visit share the deadline under mu.
+// handler is not waiting on the client. The handler's goroutine and a
+// visit's move share the deadline under mu.
 type streamWriter struct {
 	http.ResponseWriter
 	dl      writeDeadliner
@@ -591,6 +594,8 @@ type streamWriter struct {
 	mu       sync.Mutex
 	deadline time.Time // in force, as far as the writer knows
 	waiting  bool      // a write or flush is under way
+	moving   bool      // a visit's move is under way (holdOff)
+	gone     bool      // the handler has returned: no move may reach it
 	// Its place in the server's holds, while its handler runs.
 	prev, next *streamWriter
 	body       bodyReader // its request's, when it has one (server.bodies)
@@ -607,13 +612,39 @@ type streamWriter struct {
 	status    int
 }
 
-// holdOff moves the deadline a write timeout ahead once less than half of
-// it is left, unless a write or flush is waiting on the client: that one
-// the deadline must be free to cut.
+// due reports whether a visit at now must move the deadline: three
+// quarters of the write timeout or less is left, and no write or flush
+// waits on the client (that one the deadline must be free to cut). It
+// marks the move under way, so a stream gets one at a time. A visit comes
+// every quarter, so the deadline moves with at least half left, as far as
+// the writer knows; since net/http armed it as the stream opened, before
+// the writer's begin, a handler that net/http started up to half a write
+// timeout late (behind others, on a busy box) is not cut either. It only
+// tries mu: a handler's arm holds it while its message waits on the
+// connection, and a write under way needs no move.
+func (s *streamWriter) due(now time.Time) bool {
+	if !s.mu.TryLock() {
+		return false
+	}
+	defer s.mu.Unlock()
+	if s.gone || s.moving || s.waiting || s.deadline.Sub(now) > s.timeout*3/4 {
+		return false
+	}
+	s.moving = true
+	return true
+}
+
+// holdOff moves the deadline a write timeout past now, unless the
+// handler returned or began a write since the visit found it due. It runs
+// on a goroutine of its own: its message waits on the connection's serve
+// goroutine, which can be stuck for a write timeout (closing the TLS
+// connection of a client that stopped reading), and no other stream may
+// wait with it.
 func (s *streamWriter) holdOff(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waiting || s.deadline.Sub(now) > s.timeout/2 {
+	s.moving = false
+	if s.gone || s.waiting {
 		return
 	}
 	s.deadline = now.Add(s.timeout)
@@ -621,13 +652,13 @@ func (s *streamWriter) holdOff(now time.Time) {
 }
 
 // streamHolds is the set of HTTP/2 handlers running under a write timeout.
-// One timer visits them every quarter of it (holdOff), so a deadline with
-// half of it left is moved before it can pass; the timer runs only while
-// the set is not empty. A timer per handler would do the same, at the
-// cost of starting and stopping it for every response, which a CPU
-// profile showed to be as dear as the message it saves. A handler leaves
-// the set before it returns, under the lock a visit holds, so no visit
-// reaches a stream net/http has let go of.
+// One timer visits them every quarter of it and starts a move of each
+// deadline that is due; the timer runs only while the set is not empty. A
+// timer per handler would do the same, at the cost of starting and
+// stopping it for every response, which a CPU profile showed to be as
+// dear as the message it saves. The set's lock is held only to add, to
+// remove and to find who is due, never over a move: a connection slow to
+// take a message holds up no other.
 type streamHolds struct {
 	mu     sync.Mutex
 	head   *streamWriter
@@ -656,10 +687,11 @@ func (h *streamHolds) add(s *streamWriter) {
 	}
 }
 
-// remove takes s out of the set.
+// remove takes s out of the set as its handler returns. It waits for a
+// move under way, and marks s gone so none begins after: net/http reuses
+// the stream's writer once the handler has returned.
 func (h *streamHolds) remove(s *streamWriter) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if s.prev != nil {
 		s.prev.next = s.next
 	} else {
@@ -669,16 +701,22 @@ func (h *streamHolds) remove(s *streamWriter) {
 		s.next.prev = s.prev
 	}
 	s.prev, s.next = nil, nil
+	h.mu.Unlock()
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
 }
 
-// visit moves the deadline of each handler in the set that needs it, and
-// comes again if the set is not empty.
+// visit starts a move of each deadline in the set that is due, and comes
+// again if the set is not empty.
 func (h *streamHolds) visit() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
 	for s := h.head; s != nil; s = s.next {
-		s.holdOff(now)
+		if s.due(now) {
+			go s.holdOff(now)
+		}
 	}
 	if h.head == nil {
 		h.armed = false
@@ -745,7 +783,7 @@ func (s *streamWriter) Flush() {
 }
 
 // arm moves the deadline timeout ahead once less than half of it is left,
-// and marks a write or flush under way, which holdOff leaves to the
+// and marks a write or flush under way, which a visit leaves to the
 // deadline.
 func (s *streamWriter) arm() error {
 	if s.timeout <= 0 {
@@ -753,13 +791,14 @@ func (s *streamWriter) arm() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.waiting = true
-	now := time.Now()
-	if s.deadline.Sub(now) > s.timeout/2 {
-		return nil
+	if now := time.Now(); s.deadline.Sub(now) <= s.timeout/2 {
+		s.deadline = now.Add(s.timeout)
+		if err := s.dl.SetWriteDeadline(s.deadline); err != nil {
+			return err
+		}
 	}
-	s.deadline = now.Add(s.timeout)
-	return s.dl.SetWriteDeadline(s.deadline)
+	s.waiting = true
+	return nil
 }
 
 // settle marks the write or flush arm began as over.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -370,4 +371,63 @@ func (b *deadlineFirst) Read(p []byte) (int, error) {
 		b.t.Errorf("the body read before any read deadline: a stalled first read is never cut")
 	}
 	return b.r.Read(p)
+}
+
+func TestAMultipartFormsTemporaryFilesAreRemovedAfterItsRequest(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where mime/multipart puts a file part too big for memory
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseMultipartForm(1 << 10); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, "parsed")
+	})
+	for _, tc := range []struct {
+		name string
+		cfg  runtimeConfig
+	}{
+		{"HTTP/1.1 with a body timeout", runtimeConfig{BodyTimeout: time.Minute}},
+		{"HTTP/1.1 without one", runtimeConfig{}},
+		{"HTTP/2", runtimeConfig{BodyTimeout: time.Minute, WriteTimeout: time.Minute, TLS: testIdentity(t)}},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.cfg.HeaderTimeout, tc.cfg.IdleTimeout, tc.cfg.DrainTimeout = 5*time.Second, 5*time.Second, time.Second
+		serveHandler(t, ln, h, tc.cfg)
+		var body bytes.Buffer
+		form := multipart.NewWriter(&body)
+		part, _ := form.CreateFormFile("upload", "upload.bin")
+		part.Write(make([]byte, 64<<10))
+		form.Close()
+		scheme, tr := "http", &http.Transport{}
+		if tc.cfg.TLS != nil {
+			scheme, tr = "https", &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+		}
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Post(scheme+"://"+ln.Addr().String()+"/", form.FormDataContentType(), &body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if string(got) != "parsed" {
+			t.Fatalf("%s: %q; want the form parsed", tc.name, got)
+		}
+		// net/http removes them once the response is out, so wait for it.
+		var left []string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if left, _ = filepath.Glob(filepath.Join(tmp, "multipart-*")); len(left) == 0 {
+				break
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("%s: %d temporary file(s) of a parsed multipart form left after its request", tc.name, len(left))
+			for _, f := range left {
+				os.Remove(f)
+			}
+		}
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -332,4 +334,142 @@ func getHTTP2(t *testing.T, h http.Handler, cfg runtimeConfig) (string, int, err
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return string(body), resp.ProtoMajor, err
+}
+
+func TestHTTP2HandlerStartedLateIsNotCutWhileItComputes(t *testing.T) {
+	const timeout = 2 * time.Second
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			<-release
+			return
+		}
+		time.Sleep(2 * timeout)
+		io.WriteString(w, "computed")
+	})
+	srv, err := newServer(runtimeConfig{WriteTimeout: timeout, IdleTimeout: 10 * time.Second, DrainTimeout: time.Second, TLS: testIdentity(t)}, h, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.serve(ln)
+	t.Cleanup(func() { srv.drain(context.Background()) })
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+	writeFrame(c, 0x4, 0, 0, nil)
+	// 250 handlers (net/http's limit per connection) that outlive their
+	// streams, reset by the client: the next stream's handler waits in
+	// net/http's queue until one returns, while the deadline net/http
+	// armed as that stream opened runs down.
+	for id := uint32(1); id < 500; id += 2 {
+		writeFrame(c, 0x1, 0x5, id, getHeaderBlock("/block", "127.0.0.1"))
+	}
+	for id := uint32(1); id < 500; id += 2 {
+		writeFrame(c, 0x3, 0, id, []byte{0, 0, 0, 8}) // RST_STREAM CANCEL
+	}
+	const late = 501
+	writeFrame(c, 0x1, 0x5, late, getHeaderBlock("/compute", "127.0.0.1"))
+	// Started 0.4 write timeouts late: more than a visit every quarter
+	// with a move at half left could bear, less than half.
+	time.AfterFunc(timeout*4/10, func() { close(release) })
+	r := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		typ, flags, stream, payload, err := readFrame(r)
+		if err != nil {
+			t.Fatalf("no answer from a handler that computes: %v", err)
+		}
+		switch {
+		case typ == 0x4 && flags&0x1 == 0:
+			writeFrame(c, 0x4, 0x1, 0, nil)
+		case typ == 0x0 && stream == late && len(payload) > 0:
+			return
+		case typ == 0x3 && stream == late:
+			t.Fatal("the stream of a handler started late, which computes without writing, was reset")
+		}
+	}
+}
+
+// blockingDeadliner is a stream whose connection does not take a
+// message: SetWriteDeadline blocks until unblock closes. entered closes
+// at the first call; calls counts them, done those that returned.
+type blockingDeadliner struct {
+	entered, unblock chan struct{}
+	once             sync.Once
+	calls, done      atomic.Int64
+}
+
+func (d *blockingDeadliner) SetWriteDeadline(time.Time) error {
+	d.calls.Add(1)
+	d.once.Do(func() { close(d.entered) })
+	<-d.unblock
+	d.done.Add(1)
+	return nil
+}
+
+// dueWriter is a stream writer the next visit of holds finds due.
+func dueWriter(dl writeDeadliner, timeout time.Duration) *streamWriter {
+	return &streamWriter{dl: dl, timeout: timeout, deadline: time.Now()}
+}
+
+func TestAMoveWaitingOnOneConnectionHoldsUpNoOtherHandler(t *testing.T) {
+	const timeout = 40 * time.Millisecond
+	holds := &streamHolds{period: timeout / 4}
+	stuck := &blockingDeadliner{entered: make(chan struct{}), unblock: make(chan struct{})}
+	s := dueWriter(stuck, timeout)
+	holds.add(s)
+	<-stuck.entered
+	others := make(chan struct{})
+	go func() {
+		for range 10 {
+			o := dueWriter(&blockingDeadliner{entered: make(chan struct{}), unblock: others}, timeout)
+			holds.add(o)
+			holds.remove(o)
+		}
+		close(others)
+	}()
+	select {
+	case <-others:
+	case <-time.After(20 * time.Second):
+		t.Error("other handlers could not start or end while one stream's move waited on its connection")
+	}
+	close(stuck.unblock)
+	holds.remove(s)
+}
+
+func TestAMoveNeverReachesAStreamWhoseHandlerReturned(t *testing.T) {
+	const timeout = 40 * time.Millisecond
+	holds := &streamHolds{period: timeout / 4}
+	slow := &blockingDeadliner{entered: make(chan struct{}), unblock: make(chan struct{})}
+	s := dueWriter(slow, timeout)
+	holds.add(s)
+	<-slow.entered // a move under way, which its connection holds up
+	go func() {
+		// Long enough for a remove that does not wait to return first.
+		time.Sleep(50 * time.Millisecond)
+		close(slow.unblock)
+	}()
+	holds.remove(s) // the handler returns
+	if n, done := slow.calls.Load(), slow.done.Load(); n != done {
+		t.Fatalf("the handler returned with %d deadline move(s) on its stream under way; want it to wait for them", n-done)
+	}
+	// Later visits, seen moving another stream's deadline, leave s alone.
+	witness := &blockingDeadliner{entered: make(chan struct{}), unblock: make(chan struct{})}
+	close(witness.unblock)
+	w := dueWriter(witness, timeout)
+	holds.add(w)
+	defer holds.remove(w)
+	for witness.done.Load() < 3 {
+		time.Sleep(timeout / 4)
+	}
+	if n := slow.calls.Load(); n != 1 {
+		t.Errorf("%d deadline moves reached a stream whose handler returned; want none", n-1)
+	}
 }

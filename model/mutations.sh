@@ -377,7 +377,36 @@ mutant h2-hold-waiting "a write waiting on an HTTP/2 client's window is left to 
 	"a visit of the server's holds moves the deadline while a write waits" \
 	"TestHTTP2StreamWithoutWindowUpdateIsCut"
 m_h2-hold-waiting() {
-	edit listener.go '	if s.waiting || s.deadline.Sub(now) > s.timeout/2 {' '	if s.deadline.Sub(now) > s.timeout/2 {'
+	edit listener.go '	if s.gone || s.moving || s.waiting || s.deadline.Sub(now) > s.timeout*3/4 {' '	if s.gone || s.moving || s.deadline.Sub(now) > s.timeout*3/4 {'
+	edit listener.go '	if s.gone || s.waiting {' '	if s.gone {'
+}
+
+mutant h2-visit-apart "a move that waits on one HTTP/2 connection holds up no other handler" \
+	"a visit moves each deadline itself, under the set's lock" \
+	"TestAMoveWaitingOnOneConnectionHoldsUpNoOtherHandler"
+m_h2-visit-apart() {
+	edit listener.go '			go s.holdOff(now)' '			s.holdOff(now)'
+}
+
+mutant h2-remove-waits "a deadline move never reaches an HTTP/2 stream whose handler returned" \
+	"a handler leaves the set without waiting for a move under way" \
+	"TestAMoveNeverReachesAStreamWhoseHandlerReturned"
+m_h2-remove-waits() {
+	edit listener.go $'\th.mu.Unlock()\n\ts.mu.Lock()\n\ts.gone = true\n\ts.mu.Unlock()' $'\th.mu.Unlock()'
+}
+
+mutant h2-late "an HTTP/2 handler net/http started late is not cut while it computes" \
+	"a visit moves a deadline only once half of it is left" \
+	"TestHTTP2HandlerStartedLateIsNotCutWhileItComputes"
+m_h2-late() {
+	edit listener.go 's.deadline.Sub(now) > s.timeout*3/4 {' 's.deadline.Sub(now) > s.timeout/2 {'
+}
+
+mutant multipart-cleanup "a parsed multipart form's temporary files are removed after its request" \
+	"net/http's request is not told of the form the handler parsed on its copy" \
+	"TestAMultipartFormsTemporaryFilesAreRemovedAfterItsRequest"
+m_multipart-cleanup() {
+	edit listener.go '		r.MultipartForm = req.MultipartForm' '		_ = req.MultipartForm'
 }
 
 mutant h2-hold "an HTTP/2 handler that computes between writes is not cut" \
