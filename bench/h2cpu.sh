@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# bench/h2cpu.sh: the server's CPU time per HTTP/2 request, two servery
+# builds and bare net/http side by side.
+#
+#   bash bench/h2cpu.sh OTHER                  this tree's build, OTHER (a servery binary), bare
+#   RUNS=5 REQUESTS=300000 bash bench/h2cpu.sh OTHER
+#
+# Each run starts one server pinned to CPU 0: servery in direct mode, or
+# bench/baseline's baretls (bare net/http writing the same headers), with
+# one P-256 certificate openssl makes for all. It warms the server with
+# 50,000 requests, then sends REQUESTS more with h2load -t1 -c64 -m10
+# (pinned to CPU 1) for a 1 KiB file, and reads the user and system time
+# the server's process group spent meanwhile from /proc. Servers
+# alternate run by run; it prints every run and each server's median.
+# CPU time per request does not move with the load generator's share of
+# the box, as req/s does, which is why issue 40's HTTP/2 steps are
+# measured with it. Needs h2load (nghttp2-client), openssl and taskset.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="$PATH:/usr/local/go/bin"
+other=${1:?usage: bash bench/h2cpu.sh OTHER_SERVERY_BINARY}
+RUNS=${RUNS:-5}
+REQUESTS=${REQUESTS:-300000}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/servery-h2cpu.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/servery" .
+go build -o "$tmp/baseline" ./bench/baseline
+mkdir "$tmp/site"
+head -c 1024 /dev/zero | tr '\0' 'x' > "$tmp/site/1k.html"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+	-subj /CN=127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+
+# cpu NAME PORT ARGV...: one run; prints NAME and microseconds per request.
+cpu() {
+	local name=$1 port=$2 pid before after ticks
+	shift 2
+	taskset -c 0 "$@" >"$tmp/$name.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 200); do
+		curl -sk -o /dev/null "https://127.0.0.1:$port/1k.html" && break
+		sleep 0.05
+	done
+	taskset -c 1 h2load -t1 -c64 -m10 -n 50000 "https://127.0.0.1:$port/1k.html" >/dev/null
+	before=$(group_ticks "$pid")
+	taskset -c 1 h2load -t1 -c64 -m10 -n "$REQUESTS" "https://127.0.0.1:$port/1k.html" |
+		grep -q "$REQUESTS succeeded, 0 failed, 0 errored" || echo "$name: some requests failed" >&2
+	after=$(group_ticks "$pid")
+	kill -TERM "$pid"
+	wait "$pid" || true
+	ticks=$(getconf CLK_TCK)
+	awk -v n="$name" -v t=$((after - before)) -v hz="$ticks" -v r="$REQUESTS" \
+		'BEGIN { printf "%s %.2f\n", n, t / hz * 1e6 / r }'
+}
+
+# group_ticks PID: user+system clock ticks of PID and its children.
+group_ticks() {
+	local sum=0 p
+	for p in $1 $(pgrep -P "$1" || true); do
+		sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+	done
+	echo "$sum"
+}
+
+tls=(-tls-cert "$tmp/cert.pem" -tls-key "$tmp/key.pem")
+for run in $(seq "$RUNS"); do
+	cpu this 18491 "$tmp/servery" -workers 1 -dir "$tmp/site" -addr 127.0.0.1:18491 "${tls[@]}"
+	cpu other 18492 "$other" -workers 1 -dir "$tmp/site" -addr 127.0.0.1:18492 "${tls[@]}"
+	cpu bare 18493 "$tmp/baseline" baretls 127.0.0.1:18493 "$tmp/cert.pem" "$tmp/key.pem" "$tmp/site/1k.html"
+done | tee "$tmp/runs"
+echo "median server CPU per HTTP/2 request (us), $RUNS runs of $REQUESTS:"
+for name in this other bare; do
+	awk -v n="$name" '$1 == n { print $2 }' "$tmp/runs" | sort -n |
+		awk -v n="$name" '{ v[NR] = $1 } END { printf "  %-5s %.2f\n", n, (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+done
