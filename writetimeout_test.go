@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -313,16 +312,11 @@ func TestHTTP2StreamThatPausesAfterAFlushIsNotCut(t *testing.T) {
 func getHTTP2(t *testing.T, h http.Handler, cfg runtimeConfig) (string, int, error) {
 	t.Helper()
 	cfg.IdleTimeout, cfg.DrainTimeout, cfg.TLS = 5*time.Second, time.Second, testIdentity(t)
-	srv, err := newServer(cfg, h, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.serve(ln)
-	t.Cleanup(func() { srv.drain(context.Background()) })
+	serveHandler(t, ln, h, cfg)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true,
 	}}
@@ -347,16 +341,11 @@ func TestHTTP2HandlerStartedLateIsNotCutWhileItComputes(t *testing.T) {
 		time.Sleep(2 * timeout)
 		io.WriteString(w, "computed")
 	})
-	srv, err := newServer(runtimeConfig{WriteTimeout: timeout, IdleTimeout: 10 * time.Second, DrainTimeout: time.Second, TLS: testIdentity(t)}, h, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.serve(ln)
-	t.Cleanup(func() { srv.drain(context.Background()) })
+	serveHandler(t, ln, h, runtimeConfig{WriteTimeout: timeout, IdleTimeout: 10 * time.Second, DrainTimeout: time.Second, TLS: testIdentity(t)})
 	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatal(err)
