@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -547,15 +548,17 @@ func (srv *server) streams(h http.Handler) http.Handler {
 // it too: that is how a connection whose handshake ends after Shutdown
 // began is told to go, Shutdown's own GOAWAY having gone to those it
 // knew. Without net/http's HTTP/2 server (GODEBUG=http2server=0) there is
-// no hook and nothing to do.
+// no hook, and the server stops offering h2: a client that chose it would
+// finish its handshake and get no answer.
 func (srv *server) http2Base() {
-	if srv.cfg.WriteTimeout <= 0 {
-		return
-	}
 	hs := srv.http
 	hs.Serve(refusingListener{}) // net/http installs its HTTP/2 hook first
 	serveH2 := hs.TLSNextProto["h2"]
 	if serveH2 == nil {
+		hs.TLSConfig.NextProtos = slices.DeleteFunc(slices.Clone(hs.TLSConfig.NextProtos), func(p string) bool { return p == "h2" })
+		return
+	}
+	if srv.cfg.WriteTimeout <= 0 {
 		return
 	}
 	base := &http.Server{

@@ -330,12 +330,12 @@ func (srv *server) trackConns(c net.Conn, state http.ConnState) {
 }
 
 // helloH2 takes a TLS connection out of the HTTP/1 set when it will speak
-// HTTP/2 (the client offers h2, which the server prefers): HTTP/2 has its
-// own graceful shutdown (GOAWAY, then refused streams, which clients
-// retry), which Shutdown runs. It returns no config, so the server's is
-// used.
+// HTTP/2 (the client offers h2, which the server offers and prefers):
+// HTTP/2 has its own graceful shutdown (GOAWAY, then refused streams,
+// which clients retry), which Shutdown runs. It returns no config, so the
+// server's is used.
 func (srv *server) helloH2(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-	if lc := asLimitConn(hello.Conn); lc != nil && slices.Contains(hello.SupportedProtos, "h2") {
+	if lc := asLimitConn(hello.Conn); lc != nil && slices.Contains(hello.SupportedProtos, "h2") && slices.Contains(srv.tls.NextProtos, "h2") {
 		srv.h1.remove(&lc.h1)
 		// Its progress is its streams' (streamWriter), not its frames':
 		// a PING's answer is no request's.

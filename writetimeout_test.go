@@ -462,3 +462,12 @@ func TestAMoveNeverReachesAStreamWhoseHandlerReturned(t *testing.T) {
 		t.Errorf("%d deadline moves reached a stream whose handler returned; want none", n-1)
 	}
 }
+
+func TestWithoutNetHTTPsHTTP2ServerTLSClientsGetHTTP1(t *testing.T) {
+	t.Setenv("GODEBUG", "http2server=0")
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	body, proto, err := getHTTP2(t, ok, runtimeConfig{WriteTimeout: time.Second})
+	if proto != 1 || err != nil || body != "ok" {
+		t.Errorf("GODEBUG=http2server=0, a client offering h2: HTTP/%d %q, %v; want HTTP/1.1 \"ok\"", proto, body, err)
+	}
+}

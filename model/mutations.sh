@@ -373,6 +373,13 @@ m_h2-base-shutdown() {
 	edit drain.go '		srv.h2base.SetKeepAlivesEnabled(false)' '		_ = srv.h2base'
 }
 
+mutant h2-off "without net/http's HTTP/2 server (GODEBUG=http2server=0) a TLS client offering h2 is answered over HTTP/1.1" \
+	"the server still offers h2 in the TLS handshake" \
+	"TestWithoutNetHTTPsHTTP2ServerTLSClientsGetHTTP1"
+m_h2-off() {
+	edit listener.go '		hs.TLSConfig.NextProtos = slices.DeleteFunc(slices.Clone(hs.TLSConfig.NextProtos), func(p string) bool { return p == "h2" })' '		_ = slices.Clone[[]string]'
+}
+
 mutant h2-hold-waiting "a write waiting on an HTTP/2 client's window is left to the deadline" \
 	"a visit of the server's holds moves the deadline while a write waits" \
 	"TestHTTP2StreamWithoutWindowUpdateIsCut"
