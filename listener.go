@@ -491,12 +491,12 @@ func (b *bodyReader) arm() {
 //
 // net/http arms that deadline itself as it opens the stream (http2Base),
 // a write timeout ahead, and it covers the flush net/http does when the
-// handler returns. Over the handler the writer moves it: before each chunk
-// of at most writeChunk bytes, with limitConn's half-used rule, so a slow
-// but steady reader is never cut; and, when the server's holds visit it,
-// whenever the handler is not waiting on the client, so a handler that
-// computes, or pauses between writes (a server-sent event stream), is not
-// cut for it. Each move is a message to the connection's serve goroutine,
+// handler returns. Over the handler the writer moves it: before and after
+// each chunk of at most writeChunk bytes, with limitConn's half-used rule,
+// so a slow but steady reader is never cut; and, when the server's holds
+// visit it, whenever the handler is not waiting on the client, so a
+// handler that computes, or pauses between writes (a server-sent event
+// stream), is not cut for it. Each move is a message to the connection's serve goroutine,
 // so the rules matter: a response that takes less than a quarter of the
 // write timeout sends none. HTTP/1 requests pass straight through,
 // allocation-free.
@@ -585,10 +585,10 @@ func (refusingListener) Addr() net.Addr            { return &net.TCPAddr{IP: net
 // http.ResponseController.SetWriteDeadline.
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
-// streamWriter moves its stream's write deadline: before each chunk of at
-// most writeChunk bytes, and when the server's holds visit it while the
-// handler is not waiting on the client. The handler's goroutine and a
-// visit's move share the deadline under mu.
+// streamWriter moves its stream's write deadline: before and after each
+// chunk of at most writeChunk bytes, and when the server's holds visit it
+// while the handler is not waiting on the client. The handler's goroutine
+// and a visit's move share the deadline under mu.
 type streamWriter struct {
 	http.ResponseWriter
 	dl      writeDeadliner
@@ -637,21 +637,26 @@ func (s *streamWriter) due(now time.Time) bool {
 	return true
 }
 
-// holdOff moves the deadline a write timeout past now, unless the
-// handler returned or began a write since the visit found it due. It runs
-// on a goroutine of its own: its message waits on the connection's serve
+// holdOff moves the deadline a write timeout ahead, unless the handler
+// returned or began a write since the visit found it due. It runs on a
+// goroutine of its own: its message waits on the connection's serve
 // goroutine, which can be stuck for a write timeout (closing the TLS
 // connection of a client that stopped reading), and no other stream may
 // wait with it.
-func (s *streamWriter) holdOff(now time.Time) {
+func (s *streamWriter) holdOff() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.moving = false
 	if s.gone || s.waiting {
 		return
 	}
+	s.move(time.Now())
+}
+
+// move sets the deadline a write timeout past now; mu is held.
+func (s *streamWriter) move(now time.Time) error {
 	s.deadline = now.Add(s.timeout)
-	s.dl.SetWriteDeadline(s.deadline)
+	return s.dl.SetWriteDeadline(s.deadline)
 }
 
 // streamHolds is the set of HTTP/2 handlers running under a write timeout.
@@ -718,7 +723,7 @@ func (h *streamHolds) visit() {
 	now := time.Now()
 	for s := h.head; s != nil; s = s.next {
 		if s.due(now) {
-			go s.holdOff(now)
+			go s.holdOff()
 		}
 	}
 	if h.head == nil {
@@ -795,8 +800,7 @@ func (s *streamWriter) arm() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now := time.Now(); s.deadline.Sub(now) <= s.timeout/2 {
-		s.deadline = now.Add(s.timeout)
-		if err := s.dl.SetWriteDeadline(s.deadline); err != nil {
+		if err := s.move(now); err != nil {
 			return err
 		}
 	}
@@ -804,14 +808,20 @@ func (s *streamWriter) arm() error {
 	return nil
 }
 
-// settle marks the write or flush arm began as over.
+// settle marks the write or flush arm began as over. A write that waited
+// on the client's window can leave less than a visit's period of the
+// deadline, and the handler may pause next (a server-sent event stream
+// waits for its next event), so settle moves it by arm's rule too.
 func (s *streamWriter) settle() {
 	if s.timeout <= 0 {
 		return
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.waiting = false
-	s.mu.Unlock()
+	if now := time.Now(); s.deadline.Sub(now) <= s.timeout/2 {
+		s.move(now)
+	}
 }
 
 // Unwrap lets http.ResponseController reach the stream underneath.

@@ -392,7 +392,7 @@ mutant h2-visit-apart "a move that waits on one HTTP/2 connection holds up no ot
 	"a visit moves each deadline itself, under the set's lock" \
 	"TestAMoveWaitingOnOneConnectionHoldsUpNoOtherHandler"
 m_h2-visit-apart() {
-	edit listener.go '			go s.holdOff(now)' '			s.holdOff(now)'
+	edit listener.go '			go s.holdOff()' '			s.holdOff()'
 }
 
 mutant h2-remove-waits "a deadline move never reaches an HTTP/2 stream whose handler returned" \
@@ -416,11 +416,18 @@ m_multipart-cleanup() {
 	edit listener.go '		r.MultipartForm = req.MultipartForm' '		_ = req.MultipartForm'
 }
 
+mutant h2-settle "an HTTP/2 handler that pauses after a write its client held up for most of the deadline is not cut" \
+	"the end of a write leaves the deadline where the write found it" \
+	"TestHTTP2PauseAfterAFlushItsClientHeldUpIsNotCut"
+m_h2-settle() {
+	edit listener.go $'\t\ts.move(now)\n\t}\n}' $'\t\t_ = now\n\t}\n}'
+}
+
 mutant h2-hold "an HTTP/2 handler that computes between writes is not cut" \
 	"a visit of the server's holds moves only what the writer knows, not the stream's deadline" \
 	"TestHTTP2HandlerSlowerThanTheWriteTimeoutIsNotCut"
 m_h2-hold() {
-	edit listener.go $'	s.deadline = now.Add(s.timeout)\n\ts.dl.SetWriteDeadline(s.deadline)\n}' $'	s.deadline = now.Add(s.timeout)\n}'
+	edit listener.go $'\ts.move(time.Now())\n}' $'\ts.deadline = time.Now().Add(s.timeout)\n}'
 }
 
 mutant ready-stopping "READY=1 never follows STOPPING=1" \
