@@ -107,7 +107,7 @@ if ((rounds_seen != ROUNDS)); then
 	echo "soak: FAIL: $rounds_seen of $ROUNDS rounds logged their counts" >&2
 	fail=1
 fi
-if printf '%s\n' "$lines" | grep -qE 'truncated=[1-9]|other=[1-9]'; then
+if grep -qE 'truncated=[1-9]|other=[1-9]' <<<"$lines"; then
 	echo "soak: FAIL: truncated or unclassified exchanges" >&2
 	fail=1
 fi

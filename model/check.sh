@@ -86,6 +86,13 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/lifecycle-check.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
 
+# reports LOG REGEX MARKER: whether a line of LOG matches REGEX and
+# contains MARKER, as written. One awk, not grep into grep -q: under
+# pipefail a grep -q that stops early can fail the pipe (SIGPIPE).
+reports() {
+	awk -v re="$2" -v m="$3" '$0 ~ re && index($0, m) { found = 1 } END { exit !found }' "$1"
+}
+
 # bg DIR LOG CMD...: run CMD in DIR with its output in LOG, at most $jobs at once
 bg() {
 	local dir=$1 log=$2
@@ -394,13 +401,13 @@ for c in "${checks[@]}"; do
 		problems+=" incomplete search"
 	fi
 	states=$(awk '/states, stored/ {print $1; exit}' "$log")
-	reached=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$log" | head -1)
-	secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/p' "$log" | head -1)
+	reached=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/;T;p;q' "$log")
+	secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\) seconds.*/\1/;T;p;q' "$log")
 	if [ -z "$problems" ]; then
 		printf 'ok    %-34s states %9s  depth %3s  %6ss\n' "$label" "${states:-?}" "${reached:-?}" "${secs:-?}"
 	else
 		printf 'FAIL  %-34s%s\n' "$label" "$problems"
-		sed 's/^/    | /' "$log" | head -40
+		sed -n '1,40s/^/    | /p' "$log"
 		failed=1
 	fi
 done
@@ -416,7 +423,7 @@ fi
 if grep -Eq 'errors: [1-9]' "$b/claim/pan.log" \
 	&& grep -Eq 'assertion violated +!\( *!\(\( *!\(any_accepting\)\|\|\(nprepared==2\)\)\)\)' "$b/claim/pan.log"; then
 	printf 'ok    %-28s spin reports ltl no_early_accept violated (%s)\n' "broken: ltl" \
-		"$(grep -Eo 'at depth [0-9]+' "$b/claim/pan.log" | head -1)"
+		"$(grep -Eo -m1 'at depth [0-9]+' "$b/claim/pan.log")"
 else
 	printf 'FAIL  %-28s the early commit went unnoticed\n' "broken: ltl"
 	caught=0
@@ -439,12 +446,12 @@ for v in "early|R1|successor|the serving generation retired before the new one w
 	"nowaitreport|R7|acceptance cycle|a stop that ends before its loss is reported"; do
 	IFS='|' read -r name prop marker what <<<"$v"
 	log="$work/rb-$name/pan.log"
-	if grep -Eq 'errors: [1-9]' "$log" && grep -E '^pan:1: (assertion violated|acceptance cycle)' "$log" | grep -q "$marker"; then
+	if grep -Eq 'errors: [1-9]' "$log" && reports "$log" '^pan:1: (assertion violated|acceptance cycle)' "$marker"; then
 		printf 'ok    %-34s spin reports %s violated (%s)\n' "broken: reload $name" "$prop" \
-			"$(grep -Eo 'at depth [0-9]+' "$log" | head -1)"
+			"$(grep -Eo -m1 'at depth [0-9]+' "$log")"
 	else
 		printf 'FAIL  %-34s %s went unnoticed\n' "broken: reload $name" "$what"
-		sed 's/^/    | /' "$log" | head -20
+		sed -n '1,20s/^/    | /p' "$log"
 		failed=1
 	fi
 done
@@ -463,12 +470,12 @@ for v in "early|P1|saw_prep[w]|a commit written before the replacement's prepare
 	"hungcount|P6|(failures>1)|hang kills spending the restart budget"; do
 	IFS='|' read -r name prop marker what <<<"$v"
 	log="$work/hb-$name/pan.log"
-	if grep -Eq 'errors: [1-9]' "$log" && grep -E '^pan:1: assertion violated' "$log" | grep -Fq -- "$marker"; then
+	if grep -Eq 'errors: [1-9]' "$log" && reports "$log" '^pan:1: assertion violated' "$marker"; then
 		printf 'ok    %-34s spin reports %s violated (%s)\n' "broken: heal $name" "$prop" \
-			"$(grep -Eo 'at depth [0-9]+' "$log" | head -1)"
+			"$(grep -Eo -m1 'at depth [0-9]+' "$log")"
 	else
 		printf 'FAIL  %-34s %s went unnoticed\n' "broken: heal $name" "$what"
-		sed 's/^/    | /' "$log" | head -20
+		sed -n '1,20s/^/    | /p' "$log"
 		failed=1
 	fi
 done

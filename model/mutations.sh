@@ -1769,6 +1769,19 @@ run_tests() {
 	return $status
 }
 
+# failures LOG prints what the failed tests of LOG said: each FAIL and
+# panic line, and each message a test wrote, but for the servery logs
+# every test prints as it ends, with a few lines of what follows it.
+# awk reads the whole log, so no pipe closes early under pipefail.
+failures() {
+	awk '
+		/^(--- FAIL|FAIL|panic)/ { keep = 0; say($0); next }
+		/_test\.go:[0-9]+: / { keep = ($0 ~ /logs:$/) ? 0 : 12; if (keep) say($0); next }
+		keep > 0 { keep--; say($0) }
+		function say(l) { if (n++ < 150) print "    | " l }
+	' "$1"
+}
+
 max_status() { if [ "$1" -gt "$2" ]; then echo "$1"; else echo "$2"; fi; }
 
 # run_package DIR LOG RUNS TESTS...: run_tests for the one package in DIR,
@@ -1819,7 +1832,7 @@ for t in $all; do
 done
 if [ "$base_status" -ne 0 ] || [ -n "$missing" ]; then
 	echo "FAIL  the unmutated tests do not all pass (status $base_status;${missing:- none} missing a PASS):" >&2
-	grep -E '^(--- FAIL|FAIL|panic|.*\.go:[0-9]+:)' "$work/base.log" | head -40 | sed 's/^/    | /' >&2
+	failures "$work/base.log" >&2
 	exit 1
 fi
 echo "baseline: passed in $(($(date +%s) - start))s" >&2
@@ -1847,7 +1860,7 @@ run_mutant() {
 	0) result="FAIL"$'\n'"NOT CAUGHT" ;;
 	2)
 		result="FAIL"$'\n'"mutation does not compile"
-		sed 's/^/    | /' "$log" | head -20 >&2
+		awk 'NR <= 20 { print "    | " $0 }' "$log" >&2
 		;;
 	*)
 		# the top-level tests that failed (subtests are indented)
