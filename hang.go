@@ -243,10 +243,13 @@ func (rt *workerRuntime) answerStats(out *lineWriter) {
 		return
 	}
 	go func() {
-		defer rt.checking.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.WorkerTimeout)
 		defer cancel()
-		if err := rt.app.Health(ctx, rt.h); err != nil {
+		err := rt.app.Health(ctx, rt.h)
+		// Cleared before the answer goes, so a question that arrives
+		// while it is sent starts a check of its own, not none.
+		rt.checking.Store(false)
+		if err != nil {
 			rt.log.Warn("health check failed", "err", err)
 			return
 		}
