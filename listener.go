@@ -392,7 +392,7 @@ func (srv *server) bodies(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody {
+		if noBody(r) {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -415,6 +415,21 @@ func (srv *server) bodies(h http.Handler) http.Handler {
 			b.arm()
 		}
 	})
+}
+
+// noBody reports whether r has no body to read. net/http gives an HTTP/1
+// request without one http.NoBody, but every HTTP/2 request a reader of
+// its own, which returns io.EOF at once when the client ended the stream
+// with its headers (a GET, mostly). Such a request has ContentLength 0
+// and no Content-Length header; one whose stream stays open has
+// ContentLength -1 without the header (net/http's newWriterAndRequest),
+// so no read of it can block, and it needs neither deadline nor count.
+func noBody(r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	_, declared := r.Header["Content-Length"]
+	return r.ProtoMajor == 2 && r.ContentLength == 0 && !declared
 }
 
 // bodyOf returns where r's body reader goes and the request the handler

@@ -325,7 +325,9 @@ func (w *readDeadlineRecorder) SetReadDeadline(time.Time) error {
 // handler reads gets it before its first read. An HTTP/1 body left unread
 // gets one before the handler and one after, for the discard net/http
 // does before it reads the next request; so does a "PRI * HTTP/2.0"
-// request with headers, which the HTTP/1 server answers.
+// request with headers, which the HTTP/1 server answers. An HTTP/2
+// request whose client ended the stream with its headers has nothing to
+// read and is not wrapped at all (noBody).
 func TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead(t *testing.T) {
 	srv := &server{cfg: runtimeConfig{BodyTimeout: time.Minute}}
 	h2 := &tls.ConnectionState{NegotiatedProtocol: "h2"}
@@ -337,6 +339,19 @@ func TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead(t *testing.T) {
 	}{
 		{"HTTP/2, unread", func(r *http.Request) { r.ProtoMajor, r.TLS = 2, h2 }, false, 0},
 		{"HTTP/2, read", func(r *http.Request) { r.ProtoMajor, r.TLS = 2, h2 }, true, 2}, // armed for the read, cleared at its end
+		// A stream the client keeps open without declaring a length
+		// (ContentLength -1), or declaring 0 (the header is there): its
+		// reads can block, so each gets its deadline.
+		{"HTTP/2, no length, read", func(r *http.Request) { r.ProtoMajor, r.TLS, r.ContentLength = 2, h2, -1 }, true, 2},
+		{"HTTP/2, declared 0, read", func(r *http.Request) {
+			r.ProtoMajor, r.TLS, r.ContentLength = 2, h2, 0
+			r.Header.Set("Content-Length", "0")
+		}, true, 2},
+		// A stream the client ended with its headers (a GET): net/http's
+		// reader returns io.EOF at once, and it passes unwrapped.
+		{"HTTP/2, stream ended with the headers, read", func(r *http.Request) {
+			r.ProtoMajor, r.TLS, r.ContentLength, r.Body = 2, h2, 0, io.NopCloser(strings.NewReader(""))
+		}, true, 0},
 		{"HTTP/1.1, unread", func(r *http.Request) {}, false, 2},
 		{"PRI * HTTP/2.0 over HTTP/1, unread", func(r *http.Request) { r.ProtoMajor, r.Method = 2, "PRI" }, false, 2},
 		{"PRI * HTTP/2.0 over TLS HTTP/1, unread", func(r *http.Request) {

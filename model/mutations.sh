@@ -416,6 +416,13 @@ m_multipart-cleanup() {
 	edit listener.go '		r.MultipartForm = req.MultipartForm' '		_ = req.MultipartForm'
 }
 
+mutant h2-nobody "an HTTP/2 request body the client has not ended gets its read deadline, whatever its length says" \
+	"an HTTP/2 stream with no declared length (ContentLength -1) taken for one without a body" \
+	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead"
+m_h2-nobody() {
+	edit listener.go 'r.ContentLength == 0 && !declared' 'r.ContentLength <= 0 && !declared'
+}
+
 mutant h2-settle "an HTTP/2 handler that pauses after a write its client held up for most of the deadline is not cut" \
 	"the end of a write leaves the deadline where the write found it" \
 	"TestHTTP2PauseAfterAFlushItsClientHeldUpIsNotCut"
