@@ -420,10 +420,13 @@ func (srv *server) bodies(h http.Handler) http.Handler {
 // noBody reports whether r has no body to read. net/http gives an HTTP/1
 // request without one http.NoBody, but every HTTP/2 request a reader of
 // its own, which returns io.EOF at once when the client ended the stream
-// with its headers (a GET, mostly). Such a request has ContentLength 0
-// and no Content-Length header; one whose stream stays open has
-// ContentLength -1 without the header (net/http's newWriterAndRequest),
-// so no read of it can block, and it needs neither deadline nor count.
+// with its headers (a GET, mostly): no read of it can block, and it needs
+// neither deadline nor count. Such a request has ContentLength 0; one
+// whose stream stays open has -1 without a Content-Length header, and
+// what the header says with one (net/http's newWriterAndRequest). So only
+// ContentLength 0 with no header is taken for no body; an ended stream
+// that declares 0 (Go's client does, for an empty POST) is wrapped, which
+// costs a little and is safe.
 func noBody(r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
 		return true

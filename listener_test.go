@@ -373,6 +373,45 @@ func TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead(t *testing.T) {
 	}
 }
 
+// TestAnHTTP2BodyLeftOpenWithoutALengthIsCutAtTheBodyTimeout holds
+// noBody to what net/http's HTTP/2 server does, not to what a test builds
+// by hand: a client that sends its headers without ending the stream, and
+// no Content-Length (Go's client does so for a body of unknown length),
+// then stalls, is cut at -body-timeout. Were such a request taken for one
+// without a body, its read would block until the client gave up.
+func TestAnHTTP2BodyLeftOpenWithoutALengthIsCutAtTheBodyTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		read <- err
+	})
+	cfg := runtimeConfig{TLS: testIdentity(t), BodyTimeout: 300 * time.Millisecond, WriteTimeout: time.Minute,
+		HeaderTimeout: time.Minute, IdleTimeout: time.Minute, DrainTimeout: time.Second}
+	serveHandler(t, ln, h, cfg)
+	stalled, write := io.Pipe()
+	t.Cleanup(func() { write.Close() })
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	go func() {
+		resp, err := (&http.Client{Transport: tr}).Post("https://"+ln.Addr().String()+"/", "text/plain", stalled)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case err := <-read:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("the stalled body's read ended with %v; want the body timeout's deadline", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a stalled HTTP/2 body with no length was not cut at -body-timeout (300ms) within 30s")
+	}
+}
+
 // deadlineFirst is a request body that fails its test when read before
 // any read deadline was set on its response writer.
 type deadlineFirst struct {

@@ -49,7 +49,7 @@ cpu() {
 	done
 	taskset -c 1 h2load -t1 -c64 -m10 -n 50000 "https://127.0.0.1:$port/1k.html" >/dev/null
 	read -ra before < <(group_counts "$pid")
-	out=$(taskset -c 1 h2load -t1 -c64 -m10 -n "$REQUESTS" "https://127.0.0.1:$port/1k.html")
+	out=$(taskset -c 1 h2load -t1 -c64 -m10 -n "$REQUESTS" "https://127.0.0.1:$port/1k.html") || true
 	grep -q "$REQUESTS succeeded, 0 failed, 0 errored" <<<"$out" || echo "$name: some requests failed" >&2
 	read -ra after < <(group_counts "$pid")
 	kill -TERM "$pid"
@@ -61,14 +61,15 @@ cpu() {
 }
 
 # group_counts PID: the user+system clock ticks, context switches and
-# resident KiB of PID and its children (the workers).
+# resident KiB of PID and its children (the workers). A process that
+# ends meanwhile counts 0, rather than ending the run.
 group_counts() {
 	local ticks=0 switches=0 kb=0 p task
 	for p in $1 $(pgrep -P "$1" || true); do
-		ticks=$((ticks + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-		kb=$((kb + $(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status")))
+		ticks=$((ticks + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
+		kb=$((kb + $(awk '/^VmRSS:/ { kb = $2 } END { print kb + 0 }' "/proc/$p/status" 2>/dev/null || echo 0)))
 		for task in /proc/"$p"/task/*; do
-			switches=$((switches + $(awk '/ctxt_switches:/ { s += $2 } END { print s }' "$task/status")))
+			switches=$((switches + $(awk '/ctxt_switches:/ { s += $2 } END { print s + 0 }' "$task/status" 2>/dev/null || echo 0)))
 		done
 	done
 	echo "$ticks $switches $kb"

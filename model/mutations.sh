@@ -418,7 +418,7 @@ m_multipart-cleanup() {
 
 mutant h2-nobody "an HTTP/2 request body the client has not ended gets its read deadline, whatever its length says" \
 	"an HTTP/2 stream with no declared length (ContentLength -1) taken for one without a body" \
-	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead"
+	"TestAnHTTP2BodyGetsADeadlineOnlyWhenItIsRead TestAnHTTP2BodyLeftOpenWithoutALengthIsCutAtTheBodyTimeout"
 m_h2-nobody() {
 	edit listener.go 'r.ContentLength == 0 && !declared' 'r.ContentLength <= 0 && !declared'
 }
@@ -1776,17 +1776,21 @@ run_tests() {
 	return $status
 }
 
-# failures LOG prints what the failed tests of LOG said: each FAIL and
-# panic line, and each message a test wrote, but for the servery logs
-# every test prints as it ends, with a few lines of what follows it.
-# awk reads the whole log, so no pipe closes early under pipefail.
+# failures LOG prints why LOG's run failed: a compiler's errors, each FAIL
+# and panic line, and what each failed test wrote, but for the servery
+# logs every test prints as it ends, with a few lines of what follows a
+# message. awk reads the whole log (twice: first for the names of the
+# failed tests), so no pipe closes early under pipefail.
 failures() {
 	awk '
-		/^(--- FAIL|FAIL|panic)/ { keep = 0; say($0); next }
-		/_test\.go:[0-9]+: / { keep = ($0 ~ /logs:$/) ? 0 : 12; if (keep) say($0); next }
+		NR == FNR { if ($1 == "---" && $2 == "FAIL:") { split($3, top, "/"); failed[top[1]] = 1 }; next }
+		/^=== RUN / { split($3, top, "/"); cur = top[1]; keep = 0; next }
+		/^panic/ { keep = 8; say($0); next } # and the tests still running
+		/^(--- FAIL|FAIL)/ || /\.go:[0-9]+:[0-9]+: / { keep = 0; say($0); next }
+		/_test\.go:[0-9]+: / { keep = (cur in failed && $0 !~ /logs:$/) ? 12 : 0; if (keep) say($0); next }
 		keep > 0 { keep--; say($0) }
 		function say(l) { if (n++ < 150) print "    | " l }
-	' "$1"
+	' "$1" "$1"
 }
 
 max_status() { if [ "$1" -gt "$2" ]; then echo "$1"; else echo "$2"; fi; }
